@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL + Redis for the "production" test tier.
+#
+#   .ci/services.sh start      start both (idempotent: reuses running ones)
+#   .ci/services.sh stop       stop both
+#   .ci/services.sh destroy    stop both and delete the data directory
+#   .ci/services.sh status     exit 0 when both answer
+#   .ci/services.sh available  exit 0 when the binaries are installed
+#   .ci/services.sh env        print the exports the test suite reads:
+#                                eval "$(.ci/services.sh env)"
+#
+# Everything lives under $EID_SERVICES_DIR (default /tmp/django-eid-services)
+# on non-default ports, so it never touches a system cluster or Redis.
+set -euo pipefail
+
+BASE=${EID_SERVICES_DIR:-/tmp/django-eid-services}
+PG_PORT=${EID_PG_PORT:-5439}
+REDIS_PORT=${EID_REDIS_PORT:-6390}
+DB_NAME=eid
+DB_USER=eid
+DB_PASSWORD=eid
+
+PGDATA="$BASE/pg/data"
+PGLOG="$BASE/pg/postgres.log"
+PGSOCK="$BASE/pg"            # unix socket dir: must be writable by the server user
+REDIS_DIR="$BASE/redis"
+
+log() { echo "services: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- locating binaries --------------------------------------------------------
+
+# Debian keeps the server binaries (initdb, pg_ctl) out of PATH, one dir per
+# major version; take the newest.  EID_PG_BINDIR overrides.
+pg_bindir() {
+    if [[ -n ${EID_PG_BINDIR:-} ]]; then echo "$EID_PG_BINDIR"; return; fi
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
+    if [[ -n $dir && -x $dir/initdb ]]; then echo "$dir"; return; fi
+    if command -v pg_config >/dev/null; then
+        dir=$(pg_config --bindir 2>/dev/null || true)
+        if [[ -n $dir && -x $dir/initdb ]]; then echo "$dir"; return; fi
+    fi
+    if command -v initdb >/dev/null; then dirname "$(command -v initdb)"; return; fi
+    return 1
+}
+
+have_binaries() {
+    local missing=()
+    pg_bindir >/dev/null || missing+=("PostgreSQL server (initdb/pg_ctl)")
+    command -v redis-server >/dev/null || missing+=("redis-server")
+    command -v redis-cli >/dev/null || missing+=("redis-cli")
+    if ((${#missing[@]})); then
+        log "not installed: ${missing[*]}"
+        return 1
+    fi
+}
+
+# --- PostgreSQL ---------------------------------------------------------------
+
+# initdb refuses to run as root, so as root the cluster belongs to the
+# "postgres" user; an ordinary developer simply owns it.
+if [[ $(id -u) -eq 0 ]]; then
+    PG_OWNER=postgres
+    as_pg_owner() { (cd / && runuser -u "$PG_OWNER" -- "$@"); }
+else
+    PG_OWNER=$(id -un)
+    as_pg_owner() { (cd / && "$@"); }
+fi
+
+pg_running() {
+    [[ -f $PGDATA/PG_VERSION ]] && as_pg_owner "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
+}
+
+# Runs SQL as the cluster superuser over loopback TCP (trust auth, no sudo needed).
+pg_sql() {
+    "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tA "$@"
+}
+
+pg_init() {
+    local version
+    version=$("$PGBIN/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)?.*/\1/')
+    # A half-made or other-major-version cluster is useless: start over.
+    if [[ -d $PGDATA && $(cat "$PGDATA/PG_VERSION" 2>/dev/null || true) != "$version" ]]; then
+        log "discarding unusable cluster in $PGDATA"
+        rm -rf "$PGDATA"
+    fi
+    [[ -d $PGDATA ]] && return 0
+
+    log "creating PostgreSQL $version cluster in $PGDATA"
+    mkdir -p "$BASE/pg"
+    chown "$PG_OWNER" "$BASE/pg"
+    chmod 700 "$BASE/pg"
+    # trust auth: a throwaway cluster that only listens on loopback.
+    as_pg_owner "$PGBIN/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 --no-locale \
+        >"$BASE/pg/initdb.log" 2>&1 || { cat "$BASE/pg/initdb.log" >&2; die "initdb failed"; }
+    # Durability is worthless for test data; speed is not.
+    cat >>"$PGDATA/postgresql.conf" <<EOF
+
+# --- django-eid test cluster (.ci/services.sh) ---
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PGSOCK'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+}
+
+pg_start() {
+    PGBIN=$(pg_bindir) || die "PostgreSQL server binaries not found (apt-get install postgresql)"
+    if pg_running; then
+        log "PostgreSQL already running on 127.0.0.1:$PG_PORT"
+    else
+        pg_init
+        log "starting PostgreSQL on 127.0.0.1:$PG_PORT (log: $PGLOG)"
+        as_pg_owner "$PGBIN/pg_ctl" -D "$PGDATA" -l "$PGLOG" -w -t 60 start >/dev/null ||
+            { tail -n 20 "$PGLOG" >&2 || true; die "PostgreSQL did not start (port $PG_PORT taken?)"; }
+    fi
+    # CREATEDB: pytest-django creates and drops its own test_<name> database.
+    pg_sql <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_USER') THEN
+    CREATE ROLE $DB_USER LOGIN CREATEDB PASSWORD '$DB_PASSWORD';
+  END IF;
+END \$\$;
+SQL
+    if [[ -z $(pg_sql -c "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'") ]]; then
+        pg_sql -c "CREATE DATABASE $DB_NAME OWNER $DB_USER"
+    fi
+}
+
+pg_stop() {
+    PGBIN=$(pg_bindir) || return 0
+    if pg_running; then
+        log "stopping PostgreSQL"
+        as_pg_owner "$PGBIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null
+    fi
+}
+
+# --- Redis --------------------------------------------------------------------
+
+redis_running() {
+    [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
+}
+
+redis_start() {
+    command -v redis-server >/dev/null || die "redis-server not found (apt-get install redis-server)"
+    if redis_running; then
+        log "Redis already running on 127.0.0.1:$REDIS_PORT"
+        return 0
+    fi
+    mkdir -p "$REDIS_DIR"
+    log "starting Redis on 127.0.0.1:$REDIS_PORT (log: $REDIS_DIR/redis.log)"
+    # No RDB snapshots, no AOF: nothing is ever written to disk.
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" \
+        --save "" --appendonly no --dir "$REDIS_DIR" \
+        --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log"
+    for _ in $(seq 50); do
+        redis_running && return 0
+        sleep 0.2
+    done
+    tail -n 20 "$REDIS_DIR/redis.log" >&2 || true
+    die "Redis did not start (port $REDIS_PORT taken?)"
+}
+
+redis_stop() {
+    if redis_running; then
+        log "stopping Redis"
+        redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+    fi
+}
+
+# --- commands -------------------------------------------------------------------
+
+print_env() {
+    echo "export DATABASE_URL=postgres://$DB_USER:$DB_PASSWORD@127.0.0.1:$PG_PORT/$DB_NAME"
+    echo "export EID_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0"
+}
+
+with_lock() {
+    # Serialise concurrent start/stop (two `make test` runs at once).
+    mkdir -p "$BASE"
+    chmod 755 "$BASE"
+    exec 9>"$BASE/.lock"
+    flock -w 120 9 || die "could not lock $BASE/.lock"
+    "$@"
+}
+
+case ${1:-} in
+    start)     with_lock eval 'pg_start; redis_start' ;;
+    stop)      with_lock eval 'pg_stop; redis_stop' ;;
+    destroy)   with_lock eval 'pg_stop; redis_stop'; rm -rf "$BASE"; log "removed $BASE" ;;
+    status)    PGBIN=$(pg_bindir) && pg_running && redis_running ;;
+    available) have_binaries ;;
+    env)       print_env ;;
+    *)         echo "usage: $0 start|stop|destroy|status|available|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,104 @@
+"""Encryption at rest of the national identity number, and its lookup hash.
+
+Keys come from ``DJANGO_EID["ENCRYPTION_KEYS"]``: a list of Fernet keys, the
+first encrypts, all decrypt (rotation: put a new key first, run
+``manage.py eid_reencrypt``, then drop the old key). When unset, one key is
+derived from ``SECRET_KEY`` with HKDF, so a site works out of the box; rotating
+``SECRET_KEY`` then needs the old derived key in ``ENCRYPTION_KEYS``.
+
+Fernet is randomised, so equal numbers encrypt differently; exact lookups use a
+keyed hash (HMAC-SHA256 under a key derived from each encryption key). A lookup
+tries the hash under every configured key, so rows written before a rotation
+are still found.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from functools import lru_cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+
+from django_eid.conf import eid_settings
+
+
+def _hkdf(material: bytes, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"django-eid", info=info).derive(
+        material
+    )
+
+
+def derived_key(secret_key: str) -> str:
+    """The Fernet key used when ``ENCRYPTION_KEYS`` is unset."""
+    return base64.urlsafe_b64encode(_hkdf(secret_key.encode(), b"django-eid:encryption")).decode()
+
+
+def invalid_keys(keys: list[object]) -> list[int]:
+    """Positions of the entries that are not Fernet keys."""
+    bad = []
+    for i, key in enumerate(keys):
+        try:
+            Fernet(key)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            bad.append(i)
+    return bad
+
+
+def configured_keys() -> tuple[str, ...]:
+    return eid_settings.ENCRYPTION_KEYS or (derived_key(str(settings.SECRET_KEY)),)
+
+
+@lru_cache(maxsize=8)
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(k) for k in keys])
+
+
+@lru_cache(maxsize=8)
+def _hash_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(_hkdf(base64.urlsafe_b64decode(k), b"django-eid:lookup") for k in keys)
+
+
+def encrypt(plaintext: str) -> str:
+    return _fernet(configured_keys()).encrypt(plaintext.encode()).decode()
+
+
+class DecryptionError(Exception):
+    """No configured key decrypts the value (a key was removed before re-encryption)."""
+
+
+def decrypt(token: str) -> str:
+    try:
+        return _fernet(configured_keys()).decrypt(token.encode()).decode()
+    except InvalidToken as err:
+        raise DecryptionError(
+            "Cannot decrypt a stored national identity number with DJANGO_EID['ENCRYPTION_KEYS']; "
+            "was a key removed before running eid_reencrypt?"
+        ) from err
+
+
+def is_current(token: str) -> bool:
+    """True when ``token`` was encrypted under the first (current) key."""
+    try:
+        _fernet(configured_keys()[:1]).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
+
+
+def _digest(key: bytes, value: str) -> str:
+    return hmac.new(key, value.encode(), hashlib.sha256).hexdigest()
+
+
+def lookup_hash(value: str) -> str:
+    """The keyed hash stored beside the encrypted value (current key)."""
+    return _digest(_hash_keys(configured_keys())[0], value)
+
+
+def lookup_hashes(value: str) -> list[str]:
+    """The keyed hash under every configured key, for lookups across a rotation."""
+    return [_digest(k, value) for k in _hash_keys(configured_keys())]

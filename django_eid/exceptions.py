@@ -1,0 +1,100 @@
+"""Exceptions raised by django-eid.
+
+Everything a broker call can raise at runtime is an :class:`EidError`; a site can
+catch that one type. A broken configuration is an :class:`EidConfigurationError`,
+an :class:`~django.core.exceptions.ImproperlyConfigured`, deliberately *not* an
+``EidError``: a handler written for broker outages must not swallow it.
+
+Messages say which call failed and what came back. They never contain the client
+secret, an access token or a national identity number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class EidConfigurationError(ImproperlyConfigured):
+    """``settings.DJANGO_EID`` is missing something or holds an invalid value."""
+
+
+class EidError(Exception):
+    """Root of every runtime error of django-eid."""
+
+
+class TokenError(EidError):
+    """The token endpoint refused to issue an access token.
+
+    ``error`` is the RFC 6749 error code (``invalid_client`` ...) when the broker sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error: str | None = None,
+        description: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error = error
+        self.description = description
+        self.status_code = status_code
+
+
+class InvalidScope(TokenError):
+    """The client is not set up for one of the requested scopes (``invalid_scope``)."""
+
+
+class InvalidClient(TokenError):
+    """The client id or secret was not accepted (``invalid_client``)."""
+
+
+class EidApiError(EidError):
+    """The broker answered an API call with an HTTP error status.
+
+    ``status_code`` is the HTTP status, ``body`` the parsed error body (a dict)
+    when it was JSON, and ``broker_request_id`` the broker's request-id header
+    when it sent one (quote it to the broker's support).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        body: Mapping[str, Any] | None = None,
+        broker_request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+        self.broker_request_id = broker_request_id
+
+
+class EidUnavailable(EidError):
+    """The broker could not be reached in time: timeout, connection failure, 5xx after retries."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class EidProtocolError(EidError):
+    """A 2xx answer that is not the JSON the contract promises."""
+
+
+class IdentificationRejected(Exception):  # noqa: N818  (public name fixed by the API)
+    """Raise from an ``identification_succeeded`` receiver to refuse the identity.
+
+    The identification is stored with status ``REJECTED`` and ``str(exc)`` as the
+    reason, which the user is shown. Example: ``raise IdentificationRejected(
+    "You must be 18 or older.")``.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,286 @@
+"""The identification flow, without HTTP: start a session, finish it once.
+
+Every transition out of ``PENDING`` is one conditional ``UPDATE ... WHERE
+status = 'PENDING'``; whoever changes the row acts (sends the signal), anyone
+else sees the finished row. Signals are sent after the row is committed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from django_eid import crypto, signals
+from django_eid.client import ReturnUrls, get_client
+from django_eid.conf import eid_settings
+from django_eid.exceptions import EidError, IdentificationRejected
+from django_eid.models import Identification, new_external_id, new_reference
+from django_eid.records import IdentificationRecord
+
+logger = logging.getLogger("django_eid")
+
+Status = Identification.Status
+#: Record statuses that mean "the user is still at the broker".
+IN_PROGRESS = frozenset({"CREATED", "USERINITIATED"})
+ERROR_STATUS_MAX = Identification._meta.get_field("error_status").max_length or 64
+
+
+@dataclass(frozen=True)
+class Started:
+    identification: Identification
+    url: str
+
+
+class BrokerFailed(Exception):
+    """Creating the session at the broker failed; ``identification`` is stored as ERROR."""
+
+    def __init__(self, identification: Identification, error: EidError) -> None:
+        super().__init__(str(error))
+        self.identification = identification
+        self.error = error
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+    from django.core.validators import validate_ipv46_address  # noqa: PLC0415
+
+    value = request.META.get("REMOTE_ADDR") or ""
+    try:
+        validate_ipv46_address(value)
+    except ValidationError:
+        return None
+    return value
+
+
+def start(
+    request: HttpRequest,
+    *,
+    return_urls: Any,
+    provider: str | None,
+    next_url: str,
+    display: str,
+    iframe_domain: str | None,
+) -> Started:
+    """Create the broker session, then the pending row (one INSERT on the happy path).
+
+    ``return_urls`` is called with the new reference and returns :class:`ReturnUrls`.
+    """
+    reference, external_id = new_reference(), new_external_id()
+    row = Identification(
+        user=request.user,
+        reference=reference,
+        external_id=external_id,
+        display=display,
+        next_url=next_url,
+        identity_provider=provider or "",
+        user_agent=request.META.get("HTTP_USER_AGENT", "")[:1000],
+        ip_address=client_ip(request),
+    )
+    urls: ReturnUrls = return_urls(reference)
+    try:
+        created = get_client().create_session(
+            return_urls=urls,
+            external_reference=external_id,
+            identity_provider=provider,
+            language=eid_settings.broker_language(),
+            get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
+            iframe_domain=iframe_domain,
+        )
+    except EidError as err:
+        row.status = Status.ERROR
+        row.error_code = type(err).__name__
+        row.error_message = str(err)[:1000]
+        row.completed_at = timezone.now()
+        row.save()
+        logger.warning("Creating an identification session failed (identification %s): %s", row.pk, err)
+        raise BrokerFailed(row, err) from err
+    row.request_id = created.request_id
+    row.save(force_insert=True)
+    logger.info("Identification %s started (provider %s).", row.pk, provider or "any")
+    _send(signals.identification_started, row, request)
+    return Started(row, created.url)
+
+
+def pending_count(user: Any) -> int:
+    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+    return Identification.objects.filter(
+        user=user, status=Status.PENDING, created_at__gte=since
+    ).count()
+
+
+def is_expired(row: Identification) -> bool:
+    age = (timezone.now() - row.created_at).total_seconds()
+    return age > eid_settings.SESSION_MAX_AGE
+
+
+def _transition(row: Identification, **fields: Any) -> bool:
+    """Move ``row`` out of PENDING with ``fields``; False if someone else did first."""
+    fields.setdefault("completed_at", timezone.now())
+    with transaction.atomic():
+        changed = Identification.objects.filter(pk=row.pk, status=Status.PENDING).update(**fields)
+    if changed:
+        for name, value in fields.items():
+            setattr(row, name, value)
+    else:
+        row.refresh_from_db()
+    return bool(changed)
+
+
+def expire(row: Identification) -> bool:
+    return _transition(row, status=Status.EXPIRED)
+
+
+def abort(row: Identification, request: HttpRequest) -> None:
+    if _transition(row, status=Status.ABORTED):
+        logger.info("Identification %s aborted by the user.", row.pk)
+        _send(signals.identification_aborted, row, request)
+
+
+def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
+    """The broker sent the user to the Error URL with ``[0]`` = ``error_status``."""
+    fields: dict[str, Any] = {
+        "status": Status.ERROR,
+        "error_status": error_status[:ERROR_STATUS_MAX],
+    }
+    if row.request_id:
+        try:
+            record = get_client().get_session(row.request_id)
+        except EidError as err:
+            # The details are a nicety; the failure itself is what the broker said.
+            logger.warning("Fetching the record of failed identification %s: %s", row.pk, err)
+        else:
+            if record.request_id == row.request_id:
+                fields.update(_error_fields(record))
+    if _transition(row, **fields):
+        logger.info("Identification %s failed at the broker (status %s).", row.pk, row.error_status)
+        _send(signals.identification_failed, row, request)
+
+
+def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
+    err = record.error
+    if err is None:
+        return {}
+    code = err.error_code or err.native_error_code or ""
+    return {"error_code": code[:128], "error_message": (err.error_message or "")[:2000]}
+
+
+def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
+    ssn = record.social_security_number or None
+    ip = record.environment_info.ip_address
+    fields: dict[str, Any] = {
+        "identity_provider": (record.identity_provider or "")[:64],
+        "identity_provider_unique_id": (record.identity_provider_unique_id or "")[:255],
+        "name": (record.name or "")[:255],
+        "first_name": (record.first_name or "")[:255],
+        "middle_name": (record.middle_name or "")[:255],
+        "last_name": (record.last_name or "")[:255],
+        "date_of_birth": record.birth_date,
+        "social_security_number": ssn,
+        "social_security_number_hash": crypto.lookup_hash(ssn) if ssn else None,
+        "metadata": dict(record.metadata),
+        "raw": record.redacted(),
+    }
+    if record.environment_info.user_agent:
+        fields["user_agent"] = record.environment_info.user_agent[:1000]
+    if ip:
+        fields["ip_address"] = _valid_ip(ip)
+    return fields
+
+
+def _valid_ip(value: str) -> str | None:
+    from django.core.exceptions import ValidationError  # noqa: PLC0415
+    from django.core.validators import validate_ipv46_address  # noqa: PLC0415
+
+    try:
+        validate_ipv46_address(value)
+    except ValidationError:
+        return None
+    return value
+
+
+def _same_person_elsewhere(row: Identification, record: IdentificationRecord) -> bool:
+    """Another account already holds a successful identification of this person."""
+    match = Q()
+    if record.identity_provider_unique_id and record.identity_provider:
+        match |= Q(
+            identity_provider=record.identity_provider,
+            identity_provider_unique_id=record.identity_provider_unique_id,
+        )
+    if record.social_security_number:
+        match |= Q(social_security_number_hash__in=crypto.lookup_hashes(record.social_security_number))
+    if not match:
+        return False
+    return (
+        Identification.objects.filter(match, status=Status.SUCCESS)
+        .exclude(user_id=row.user_id)
+        .exists()
+    )
+
+
+def succeed(row: Identification, request: HttpRequest, record: IdentificationRecord) -> None:
+    """Store a record whose RequestId matched; act on its Status.
+
+    Raises nothing for in-progress records: the caller checks ``record.status``
+    against :data:`IN_PROGRESS` first.
+    """
+    fields = _identity_fields(record)
+    if not record.is_success:
+        fields.update(
+            status=Status.ERROR,
+            error_status=(record.status or "")[:ERROR_STATUS_MAX],
+            **_error_fields(record),
+        )
+        if _transition(row, **fields):
+            logger.info("Identification %s ended with record status %s.", row.pk, record.status)
+            _send(signals.identification_failed, row, request)
+        return
+    if eid_settings.ONE_ACCOUNT_PER_PERSON and _same_person_elsewhere(row, record):
+        fields.update(
+            status=Status.REJECTED,
+            error_code="ONE_ACCOUNT_PER_PERSON",
+            error_message=gettext("This person is already verified on another account."),
+        )
+        if _transition(row, **fields):
+            logger.info("Identification %s rejected: person verified on another account.", row.pk)
+            _send(signals.identification_failed, row, request)
+        return
+    fields["status"] = Status.SUCCESS
+    if not _transition(row, **fields):
+        return
+    logger.info("Identification %s succeeded (provider %s).", row.pk, row.identity_provider)
+    rejection = _send(signals.identification_succeeded, row, request)
+    if rejection is not None:
+        reason = rejection.reason or gettext("Your identification was not accepted.")
+        changed = Identification.objects.filter(pk=row.pk, status=Status.SUCCESS).update(
+            status=Status.REJECTED, error_code="REJECTED", error_message=reason[:2000]
+        )
+        if changed:
+            row.status, row.error_code, row.error_message = Status.REJECTED, "REJECTED", reason
+            logger.info("Identification %s rejected by a receiver.", row.pk)
+            _send(signals.identification_failed, row, request)
+
+
+def _send(signal: Any, row: Identification, request: HttpRequest) -> IdentificationRejected | None:
+    """Send ``signal``; receivers' crashes are logged, a rejection is returned."""
+    rejection: IdentificationRejected | None = None
+    for receiver, result in signal.send_robust(
+        sender=Identification, identification=row, user=row.user, request=request
+    ):
+        if isinstance(result, IdentificationRejected):
+            rejection = rejection or result
+        elif isinstance(result, Exception):
+            logger.error(
+                "A receiver of a django-eid signal failed (identification %s, receiver %r): %s",
+                row.pk,
+                receiver,
+                type(result).__name__,
+            )
+    return rejection

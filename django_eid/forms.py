@@ -1,0 +1,93 @@
+"""The start form: which provider, how to display the broker, where to go next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.http import HttpRequest
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext_lazy as _
+
+from django_eid.conf import PROVIDER_RE, eid_settings
+from django_eid.models import Identification
+
+#: What a ``next`` value may be at most; longer ones are dropped like foreign ones.
+NEXT_MAX_LENGTH = 2000
+
+
+def safe_next(request: HttpRequest, value: str | None) -> str:
+    """``value`` if it is a safe place to send this user after the flow, else ``""``."""
+    if not value or len(value) > NEXT_MAX_LENGTH or value != value.strip():
+        return ""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return ""
+    ok = url_has_allowed_host_and_scheme(
+        value, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return value if ok else ""
+
+
+class StartForm(forms.Form):
+    provider = forms.CharField(label=_("Identity provider"), required=False, max_length=64)
+    display = forms.ChoiceField(
+        label=_("Display"),
+        choices=Identification.Display.choices,
+        required=False,
+        initial=Identification.Display.REDIRECT,
+        widget=forms.RadioSelect,
+    )
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.request = request
+        allowed = eid_settings.ALLOWED_PROVIDERS
+        if allowed and len(allowed) > 1:
+            choices = [("", _("Let me choose at the broker"))] if not eid_settings.IDENTITY_PROVIDER else []
+            choices += [(p, p.replace("_", " ").title()) for p in allowed]
+            self.fields["provider"] = forms.ChoiceField(
+                label=_("Identity provider"),
+                choices=choices,
+                required=False,
+                initial=eid_settings.IDENTITY_PROVIDER or "",
+            )
+        else:
+            self.fields["provider"].widget = forms.HiddenInput()
+
+    @property
+    def offers_provider_choice(self) -> bool:
+        return isinstance(self.fields["provider"], forms.ChoiceField)
+
+    def clean_provider(self) -> str | None:
+        value: str = self.cleaned_data.get("provider") or ""
+        if not value:
+            return eid_settings.IDENTITY_PROVIDER
+        if not PROVIDER_RE.match(value):
+            raise forms.ValidationError(
+                _("“%(provider)s” is not a provider name (upper-case words joined by underscores)."),
+                code="malformed",
+                params={"provider": value[:64]},
+            )
+        allowed = eid_settings.ALLOWED_PROVIDERS
+        if allowed is not None:
+            if value not in allowed:
+                raise forms.ValidationError(
+                    _("The provider %(provider)s is not offered here."),
+                    code="not_allowed",
+                    params={"provider": value},
+                )
+        elif eid_settings.IDENTITY_PROVIDER and value != eid_settings.IDENTITY_PROVIDER:
+            raise forms.ValidationError(
+                _("The provider %(provider)s is not offered here."),
+                code="not_allowed",
+                params={"provider": value},
+            )
+        return value
+
+    def clean_display(self) -> str:
+        return self.cleaned_data.get("display") or Identification.Display.REDIRECT
+
+    def clean_next(self) -> str:
+        # An unsafe next is dropped silently, as Django's own login view does.
+        return safe_next(self.request, self.cleaned_data.get("next"))

@@ -1,0 +1,170 @@
+"""The ``Identification`` model: one row per identification session."""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from django_eid import crypto
+from django_eid.fields import EncryptedTextField
+
+
+def new_reference() -> str:
+    """The app's own per-session reference, carried in the path of every return URL."""
+    return secrets.token_urlsafe(24)  # 192 random bits
+
+
+def new_external_id() -> str:
+    """``ExternalReference`` for the broker: 128 random bits, no personal data (it is invoiced)."""
+    return secrets.token_hex(16)
+
+
+class IdentificationQuerySet(models.QuerySet["Identification"]):
+    def verified_for(self, user: Any) -> Identification | None:
+        """The user's latest successful identification, or ``None``."""
+        if not getattr(user, "is_authenticated", False):
+            return None
+        return (
+            self.filter(user=user, status=Identification.Status.SUCCESS)
+            .order_by("-completed_at", "-pk")
+            .first()
+        )
+
+    def pending(self) -> IdentificationQuerySet:
+        return self.filter(status=Identification.Status.PENDING)
+
+    def finished(self) -> IdentificationQuerySet:
+        return self.exclude(status=Identification.Status.PENDING)
+
+    def stale(self, max_age: int) -> IdentificationQuerySet:
+        """Pending rows older than ``max_age`` seconds."""
+        return self.pending().filter(created_at__lt=timezone.now() - datetime.timedelta(seconds=max_age))
+
+    def with_social_security_number(self, number: str) -> IdentificationQuerySet:
+        """Rows holding exactly this national identity number (via the keyed hash)."""
+        return self.filter(social_security_number_hash__in=crypto.lookup_hashes(number))
+
+
+IdentificationManager = models.Manager.from_queryset(IdentificationQuerySet)
+
+
+class Identification(models.Model):
+    """An identification session of one user, and the verified identity it produced."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING", _("Pending")
+        SUCCESS = "SUCCESS", _("Identified")
+        ABORTED = "ABORTED", _("Aborted")
+        ERROR = "ERROR", _("Failed")
+        EXPIRED = "EXPIRED", _("Expired")
+        REJECTED = "REJECTED", _("Rejected")
+
+    class Display(models.TextChoices):
+        REDIRECT = "redirect", _("Redirect")
+        IFRAME = "iframe", _("Iframe")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="eid_identifications",
+        verbose_name=_("user"),
+    )
+    reference = models.CharField(
+        _("reference"), max_length=64, unique=True, default=new_reference, editable=False
+    )
+    request_id = models.CharField(
+        _("broker request id"), max_length=512, unique=True, null=True, blank=True
+    )
+    external_id = models.CharField(
+        _("external id"), max_length=64, unique=True, default=new_external_id, editable=False
+    )
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    display = models.CharField(
+        _("display"), max_length=16, choices=Display.choices, default=Display.REDIRECT
+    )
+    next_url = models.CharField(_("next URL"), max_length=2000, blank=True)
+
+    identity_provider = models.CharField(_("identity provider"), max_length=64, blank=True)
+    identity_provider_unique_id = models.CharField(
+        _("unique id at the provider"), max_length=255, blank=True, db_index=True
+    )
+    name = models.CharField(_("name"), max_length=255, blank=True)
+    first_name = models.CharField(_("first name"), max_length=255, blank=True)
+    middle_name = models.CharField(_("middle name"), max_length=255, blank=True)
+    last_name = models.CharField(_("last name"), max_length=255, blank=True)
+    date_of_birth = models.DateField(_("date of birth"), null=True, blank=True)
+    social_security_number = EncryptedTextField(
+        _("national identity number"), null=True, blank=True
+    )
+    social_security_number_hash = models.CharField(
+        max_length=64, null=True, blank=True, db_index=True, editable=False
+    )
+
+    user_agent = models.TextField(_("user agent"), blank=True)
+    ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
+
+    error_status = models.CharField(_("error status"), max_length=64, blank=True)
+    error_code = models.CharField(_("error code"), max_length=128, blank=True)
+    error_message = models.TextField(_("error message"), blank=True)
+
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
+    raw = models.JSONField(_("record as received"), default=dict, blank=True)
+
+    created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
+    completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
+
+    objects: ClassVar[IdentificationManager] = IdentificationManager()  # type: ignore[valid-type]
+
+    class Meta:
+        verbose_name = _("identification")
+        verbose_name_plural = _("identifications")
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=["user", "status"], name="django_eid_user_status")]
+
+    def __str__(self) -> str:
+        return f"Identification {self.pk} ({self.status})"
+
+    def __repr__(self) -> str:
+        return f"<Identification pk={self.pk} user_id={self.user_id} status={self.status}>"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Keep the lookup hash in step with the encrypted number whatever path saves it.
+        number = self.social_security_number
+        self.social_security_number_hash = crypto.lookup_hash(number) if number else None
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "social_security_number" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "social_security_number_hash"}
+        super().save(*args, **kwargs)
+
+    @property
+    def is_verified(self) -> bool:
+        return self.status == self.Status.SUCCESS
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status != self.Status.PENDING
+
+    @property
+    def age(self) -> int | None:
+        """Age in whole years today, or ``None`` without a date of birth."""
+        born = self.date_of_birth
+        if born is None:
+            return None
+        today = timezone.localdate()
+        return today.year - born.year - ((today.month, today.day) < (born.month, born.day))
+
+    @property
+    def masked_social_security_number(self) -> str:
+        """The national identity number with all but its last two digits hidden."""
+        number = self.social_security_number or ""
+        if not number:
+            return ""
+        return "\u2022" * max(0, len(number) - 2) + number[-2:]

@@ -1,0 +1,1 @@
+"""A stand-in for the identification broker, for laptops and tests."""

@@ -1,0 +1,43 @@
+"""One-time callback state kept in the user's Django session.
+
+Starting a session remembers its reference; a callback is accepted only from a
+browser that holds it, and using it removes it. A small cap keeps parallel tabs
+working without letting the session grow without bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from django.http import HttpRequest
+
+SESSION_KEY: Final = "django_eid_pending"
+MAX_ENTRIES: Final = 8
+
+
+def _entries(request: HttpRequest) -> dict[str, float]:
+    value = request.session.get(SESSION_KEY)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float)}
+
+
+def remember(request: HttpRequest, reference: str) -> None:
+    entries = _entries(request)
+    entries[reference] = time.time()
+    if len(entries) > MAX_ENTRIES:
+        # The oldest pending tabs lose their claim first.
+        for old in sorted(entries, key=entries.__getitem__)[: len(entries) - MAX_ENTRIES]:
+            del entries[old]
+    request.session[SESSION_KEY] = entries
+
+
+def holds(request: HttpRequest, reference: str) -> bool:
+    return reference in _entries(request)
+
+
+def consume(request: HttpRequest, reference: str) -> None:
+    entries = _entries(request)
+    if entries.pop(reference, None) is not None:
+        request.session[SESSION_KEY] = entries

@@ -1,0 +1,1 @@
+"""pytest plugin of django-eid (the eid_broker fixture)."""

@@ -1,0 +1,143 @@
+"""The access token, shared by every worker through a Django cache.
+
+A deployment whose ``TOKEN_CACHE`` is shared by all its workers (Redis,
+Memcached, a database cache) performs one token request per token lifetime:
+when the token is missing or stale, one worker takes a short lock with the
+atomic ``cache.add`` and fetches; the others wait briefly and read what it
+stored, or, if it takes too long, fetch themselves so nobody hangs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.cache import caches
+
+#: Seconds between two looks at the cache while another worker fetches.
+POLL_INTERVAL = 0.05
+
+
+@dataclass(frozen=True)
+class AccessToken:
+    access_token: str
+    token_type: str
+    expires_in: int
+    #: Epoch seconds after which the token is not used any more (safety margin applied).
+    use_until: float
+
+    def __repr__(self) -> str:  # the token itself never reaches a log line
+        return f"AccessToken(token_type={self.token_type!r}, expires_in={self.expires_in})"
+
+    @classmethod
+    def issued_now(cls, access_token: str, token_type: str, expires_in: int) -> AccessToken:
+        # Stop using a token a little before it expires, so a call started just
+        # before the end does not reach the broker with a dead token.
+        margin = min(60.0, expires_in / 10)
+        return cls(access_token, token_type, expires_in, time.time() + expires_in - margin)
+
+    @property
+    def fresh(self) -> bool:
+        return time.time() < self.use_until
+
+
+def cache_key(*parts: str) -> str:
+    """Cache key for one client configuration; the secret never appears in clear."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
+    return f"django_eid:token:{digest}"
+
+
+class TokenStore:
+    """Reads, shares and renews the token of one client configuration."""
+
+    def __init__(
+        self, cache_alias: str, key: str, fetch: Callable[[], AccessToken], wait: float
+    ) -> None:
+        self.cache_alias = cache_alias
+        self.key = key
+        self.lock_key = key + ":lock"
+        self._fetch = fetch
+        self._wait = wait
+        # The last token seen by this process saves a cache round trip per call.
+        self._local: AccessToken | None = None
+        self._local_lock = threading.Lock()
+
+    @property
+    def cache(self) -> Any:
+        return caches[self.cache_alias]
+
+    def get(self) -> AccessToken:
+        local = self._local
+        if local is not None and local.fresh:
+            return local
+        with self._local_lock:
+            local = self._local
+            if local is not None and local.fresh:
+                return local
+            token = self._shared_or_fetch()
+            self._local = token
+            return token
+
+    def invalidate(self, rejected: AccessToken) -> None:
+        """Forget ``rejected`` (the broker answered 401), unless a newer token replaced it."""
+        with self._local_lock:
+            if self._local is not None and self._local.access_token == rejected.access_token:
+                self._local = None
+        current = self._read()
+        if current is not None and current.access_token == rejected.access_token:
+            self.cache.delete(self.key)
+
+    def _read(self) -> AccessToken | None:
+        value = self.cache.get(self.key)
+        if not isinstance(value, dict):
+            return None
+        try:
+            token = AccessToken(**value)
+        except TypeError:
+            return None
+        return token if token.fresh else None
+
+    def _store(self, token: AccessToken) -> None:
+        ttl = max(1, int(token.use_until - time.time()))
+        self.cache.set(
+            self.key,
+            {
+                "access_token": token.access_token,
+                "token_type": token.token_type,
+                "expires_in": token.expires_in,
+                "use_until": token.use_until,
+            },
+            ttl,
+        )
+
+    def _fetch_and_store(self) -> AccessToken:
+        token = self._fetch()
+        self._store(token)
+        return token
+
+    def _locked_fetch(self, lock_ttl: int) -> AccessToken | None:
+        """Fetch under the shared lock; ``None`` if another worker holds it."""
+        if not self.cache.add(self.lock_key, "1", lock_ttl):
+            return None
+        try:
+            # Another worker may have stored a token between our read and our lock.
+            return self._read() or self._fetch_and_store()
+        finally:
+            self.cache.delete(self.lock_key)
+
+    def _shared_or_fetch(self) -> AccessToken:
+        token = self._read()
+        if token is not None:
+            return token
+        lock_ttl = max(1, int(self._wait) + 1)
+        token = self._locked_fetch(lock_ttl)
+        deadline = time.monotonic() + self._wait
+        while token is None and time.monotonic() < deadline:
+            time.sleep(POLL_INTERVAL)
+            # The holder stored a token, or gave up (crashed, lock expired): take over.
+            token = self._read() or self._locked_fetch(lock_ttl)
+        return token or self._fetch_and_store()

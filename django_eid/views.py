@@ -1,0 +1,373 @@
+"""The views: start page, the three return callbacks, and the result page.
+
+State lives in the database (the ``Identification`` row) and in the user's
+Django session (the one-time pending references of :mod:`django_eid.state`),
+never in module globals. Transactions are managed by :mod:`django_eid.flow`,
+so the views opt out of ``ATOMIC_REQUESTS``: signals must see committed rows.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from django.apps import apps
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import resolve_url
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.views import View
+from django.views.decorators.clickjacking import xframe_options_deny, xframe_options_sameorigin
+from django.views.decorators.debug import sensitive_variables
+
+from django_eid import flow, state
+from django_eid.client import ReturnUrls
+from django_eid.conf import eid_settings
+from django_eid.exceptions import EidConfigurationError, EidError, EidUnavailable
+from django_eid.forms import StartForm, safe_next
+from django_eid.models import Identification
+
+logger = logging.getLogger("django_eid")
+
+Status = Identification.Status
+#: Shape of a reference made by ``models.new_reference`` (url-safe base64).
+REFERENCE_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}\Z")
+#: Query parameter that marks the interstitial's second request.
+RETRY_PARAM = "eid_retry"
+#: Placeholder values longer than this cannot be ours.
+PLACEHOLDER_MAX = 512
+
+
+def _messages_installed() -> bool:
+    return apps.is_installed("django.contrib.messages")
+
+
+def render_error(
+    request: HttpRequest,
+    message: str,
+    *,
+    status: int,
+    identification: Identification | None = None,
+    title: str | None = None,
+) -> TemplateResponse:
+    """The error page, with a way to try again."""
+    return TemplateResponse(
+        request,
+        "django_eid/error.html",
+        {
+            "title": title or _("Identification failed"),
+            "message": message,
+            "identification": identification,
+            "start_url": reverse("django_eid:start"),
+        },
+        status=status,
+    )
+
+
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(xframe_options_deny, name="dispatch")
+class StartView(LoginRequiredMixin, View):
+    """GET shows the form; POST starts a session (never GET: login-CSRF)."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+    template_name = "django_eid/start.html"
+    iframe_template_name = "django_eid/iframe.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        initial = {
+            "next": safe_next(request, request.GET.get("next")),
+            "provider": (request.GET.get("provider") or "")[:64],
+        }
+        form = StartForm(initial=initial, request=request)
+        return self.render_form(form)
+
+    def render_form(self, form: StartForm, status: int = 200) -> TemplateResponse:
+        return TemplateResponse(self.request, self.template_name, {"form": form}, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = StartForm(request.POST, request=request)
+        if not form.is_valid():
+            return self.render_form(form, status=400)
+        if flow.pending_count(request.user) >= eid_settings.MAX_PENDING_PER_USER:
+            return render_error(
+                request,
+                _(
+                    "You have started too many identifications that are not finished. "
+                    "Finish one of them, or wait a while and try again."
+                ),
+                title=_("Too many identifications in progress"),
+                status=429,
+            )
+        display = form.cleaned_data["display"]
+        iframe_domain = None
+        if display == Identification.Display.IFRAME:
+            iframe_domain = eid_settings.IFRAME_DOMAIN or request.get_host().rsplit(":", 1)[0]
+        try:
+            started = flow.start(
+                request,
+                return_urls=self.return_urls,
+                provider=form.cleaned_data["provider"],
+                next_url=form.cleaned_data["next"],
+                display=display,
+                iframe_domain=iframe_domain,
+            )
+        except flow.BrokerFailed as failed:
+            unavailable = isinstance(failed.error, EidUnavailable)
+            return render_error(
+                request,
+                _("The identification service could not be reached. Please try again in a moment.")
+                if unavailable
+                else _("The identification service refused to start. Please try again later."),
+                identification=failed.identification,
+                status=503 if unavailable else 502,
+            )
+        except EidConfigurationError:
+            logger.exception("django-eid is not configured; see the system checks.")
+            return render_error(
+                request, _("Identification is not available at the moment."), status=503
+            )
+        state.remember(request, started.identification.reference)
+        if display == Identification.Display.IFRAME:
+            response: HttpResponse = TemplateResponse(
+                request,
+                self.iframe_template_name,
+                {"broker_url": started.url, "identification": started.identification},
+            )
+            # With django-csp installed, allow framing the broker and nothing else.
+            broker = urlsplit(started.url)
+            response._csp_update = {"frame-src": [f"{broker.scheme}://{broker.netloc}"]}  # type: ignore[attr-defined]
+            return response
+        return HttpResponseRedirect(started.url)
+
+    def return_urls(self, reference: str) -> ReturnUrls:
+        """The three return URLs for ``reference``; the broker fills the placeholders."""
+
+        def url(name: str) -> str:
+            return self.request.build_absolute_uri(reverse(f"django_eid:{name}", args=[reference]))
+
+        # Built as text so the brackets reach the broker unencoded.
+        return ReturnUrls(
+            success=url("success") + "?requestId=[1]&externalId=[2]",
+            abort=url("abort") + "?requestId=[1]&externalId=[2]",
+            error=url("error") + "?status=[0]",
+        )
+
+
+def destination(request: HttpRequest, row: Identification) -> tuple[str, bool]:
+    """Where a finished row sends its user: ``(url, is_result_page)``."""
+    if row.status == Status.SUCCESS:
+        return row.next_url or resolve_url(eid_settings.SUCCESS_URL), False
+    if row.status == Status.ABORTED:
+        if eid_settings.ABORT_URL:
+            return resolve_url(eid_settings.ABORT_URL), False
+        start = reverse("django_eid:start")
+        return (f"{start}?next={row.next_url}" if row.next_url else start), False
+    if row.status == Status.ERROR and eid_settings.ERROR_URL:
+        return resolve_url(eid_settings.ERROR_URL), False
+    return reverse("django_eid:result", args=[row.reference]), True
+
+
+def outcome_page(request: HttpRequest, row: Identification) -> TemplateResponse:
+    """The page shown for a failed, rejected or expired identification."""
+    if row.status == Status.REJECTED:
+        message = row.error_message or _("Your identification was not accepted.")
+        title = _("Identification not accepted")
+    elif row.status == Status.EXPIRED:
+        message = _("The identification took too long and has expired. Please start again.")
+        title = _("Identification expired")
+    elif row.status == Status.ABORTED:
+        message = _("You cancelled the identification.")
+        title = _("Identification cancelled")
+    else:
+        message = _("The identification did not succeed. Please try again.")
+        title = _("Identification failed")
+    # An expired session is a refusal; the others are outcomes the user asked for.
+    status = 410 if row.status == Status.EXPIRED else 200
+    return render_error(request, message, title=title, identification=row, status=status)
+
+
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(xframe_options_sameorigin, name="dispatch")
+@method_decorator(sensitive_variables(), name="dispatch")
+class CallbackView(View):
+    """Base of the three return URLs: checks, then one transition.
+
+    Subclasses implement :meth:`handle` and set ``uses_placeholders``.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+    #: Success and Abort carry ``[1]`` (request id) and ``[2]`` (external id).
+    uses_placeholders = True
+    interstitial_template_name = "django_eid/interstitial.html"
+    frame_exit_template_name = "django_eid/frame_exit.html"
+
+    def get(self, request: HttpRequest, reference: str) -> HttpResponse:
+        if not REFERENCE_RE.match(reference):
+            return render_error(request, _("This identification link is not valid."), status=404)
+        if not request.user.is_authenticated:
+            return self.without_session(request)
+        row = Identification.objects.filter(reference=reference).first()
+        if row is None or row.user_id != request.user.pk:
+            # Another user's row is indistinguishable from none at all.
+            return render_error(request, _("This identification link is not valid."), status=404)
+        row.user = request.user
+        if row.is_finished:
+            # Reload, back button, double click: the same destination, nothing sent again.
+            return self.finish(request, row)
+        if flow.is_expired(row):
+            flow.expire(row)
+            state.consume(request, reference)
+            return self.finish(request, row)
+        if not state.holds(request, reference):
+            return render_error(
+                request,
+                _("This identification was not started in this browser. Please start again."),
+                status=403,
+            )
+        if self.uses_placeholders:
+            problem = self.check_placeholders(request, row)
+            if problem:
+                logger.warning("Refused a callback of identification %s: %s", row.pk, problem)
+                return render_error(
+                    request, _("The answer from the identification service did not match."), status=400
+                )
+        response = self.handle(request, row)
+        if row.is_finished:
+            state.consume(request, reference)
+            return self.finish(request, row)
+        return response
+
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        raise NotImplementedError
+
+    def check_placeholders(self, request: HttpRequest, row: Identification) -> str | None:
+        """Why ``[1]``/``[2]`` do not identify ``row``, or ``None`` when they do."""
+        for param, expected, placeholder in (
+            ("requestId", row.request_id or "", "[1]"),
+            ("externalId", row.external_id, "[2]"),
+        ):
+            values = request.GET.getlist(param)
+            if len(values) != 1:
+                return f"{param} given {len(values)} times"
+            value = values[0]
+            if not value or value == placeholder:
+                return f"{param} missing"
+            if len(value) > PLACEHOLDER_MAX:
+                return f"{param} too long"
+            if not hmac.compare_digest(value.encode(), expected.encode()):
+                return f"{param} does not match"
+        return None
+
+    def without_session(self, request: HttpRequest) -> HttpResponse:
+        """No session cookie came with the callback (SameSite, a cleared cookie ...).
+
+        Re-request the same URL from our own page, so a Lax/Strict cookie is
+        sent; refuse only if it is still missing.
+        """
+        if eid_settings.CALLBACK_INTERSTITIAL and RETRY_PARAM not in request.GET:
+            query = request.GET.copy()
+            query[RETRY_PARAM] = "1"
+            retry_url = f"{request.path}?{query.urlencode(safe='[]')}"
+            return TemplateResponse(
+                request, self.interstitial_template_name, {"retry_url": retry_url}
+            )
+        return render_error(
+            request,
+            _("Your session was lost on the way back from the identification service. "
+              "Please log in and start again."),
+            title=_("Session expired"),
+            status=403,
+        )
+
+    def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        url, is_result = destination(request, row)
+        if row.display == Identification.Display.IFRAME:
+            # We are inside the iframe: move the top window.
+            return TemplateResponse(request, self.frame_exit_template_name, {"destination": url})
+        if is_result:
+            return outcome_page(request, row)
+        return HttpResponseRedirect(url)
+
+
+class SuccessView(CallbackView):
+    """The user identified at the broker: fetch the record and store it."""
+
+    @method_decorator(sensitive_variables("record"))
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        assert row.request_id is not None
+        try:
+            record = flow.get_client().get_session(row.request_id)
+        except EidError as err:
+            logger.warning("Retrieving identification %s failed: %s", row.pk, err)
+            return render_error(
+                request,
+                _("The identification service could not be reached. Reload this page to try again."),
+                status=503 if isinstance(err, EidUnavailable) else 502,
+            )
+        if record.request_id != row.request_id:
+            logger.warning("Identification %s: the broker returned another session's record.", row.pk)
+            return render_error(
+                request,
+                _("The identification service sent an unexpected answer. Reload this page to try again."),
+                status=502,
+            )
+        if record.status in flow.IN_PROGRESS:
+            return render_error(
+                request,
+                _("Your identification is not finished yet. Please complete it at your eID provider, "
+                  "then reload this page."),
+                title=_("Identification in progress"),
+                status=409,
+            )
+        flow.succeed(row, request, record)
+        return HttpResponse(status=204)  # replaced by finish() once the row is finished
+
+
+class AbortView(CallbackView):
+    """The user cancelled at the broker."""
+
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        flow.abort(row, request)
+        if _messages_installed() and not eid_settings.ABORT_URL:
+            from django.contrib import messages  # noqa: PLC0415
+
+            messages.info(request, _("You cancelled the identification."))
+        return HttpResponse(status=204)
+
+
+class ErrorView(CallbackView):
+    """The broker ended the session with an error; ``status`` carries ``[0]``."""
+
+    uses_placeholders = False
+
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        values = request.GET.getlist("status")
+        value = values[0] if len(values) == 1 else ""
+        if value == "[0]":
+            value = ""
+        # An opaque short code: keep printable ASCII only.
+        code = "".join(c for c in value if 32 < ord(c) < 127)[: flow.ERROR_STATUS_MAX]
+        flow.fail(row, request, code or "UNKNOWN")
+        return HttpResponse(status=204)
+
+
+class ResultView(LoginRequiredMixin, View):
+    """The outcome page of a finished identification (errors, rejections, expiry)."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    @method_decorator(xframe_options_deny)
+    def get(self, request: HttpRequest, reference: str) -> HttpResponse:
+        row = None
+        if REFERENCE_RE.match(reference):
+            row = Identification.objects.filter(reference=reference, user_id=request.user.pk).first()
+        if row is None or not row.is_finished:
+            return render_error(request, _("This identification link is not valid."), status=404)
+        return outcome_page(request, row)

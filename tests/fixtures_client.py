@@ -1,0 +1,115 @@
+"""Fixtures and helpers shared by the broker-client tests.
+
+Import the fixtures a module needs (``from tests.fixtures_client import broker, ...``);
+``clean_state`` is autouse once imported. The broker is mocked with ``responses`` only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import responses
+from django.core.cache import caches
+
+import django_eid.client
+
+CLIENT_ID = "test-client"
+SECRET = "test-secret-s3cr3t-value"
+TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
+SESSION_URL = "https://api.broker.test/identification/session"
+#: base64("test-client:test-secret-s3cr3t-value"), written out so a change of encoding shows.
+BASIC = "Basic dGVzdC1jbGllbnQ6dGVzdC1zZWNyZXQtczNjcjN0LXZhbHVl"
+assert base64.b64decode(BASIC.split()[1]).decode() == f"{CLIENT_ID}:{SECRET}"
+
+#: Realistic, long request id with characters that must be query-encoded.
+REQUEST_ID = "3391840571230098455xkQJ+rTgWL4Aq7/RsIemzU8umZ=SsYNWcEFH1PbCVkdfHZjb6tfny"
+
+RECORD: dict[str, Any] = {
+    "RequestId": REQUEST_ID,
+    "Status": "SUCCESS",
+    "IdentityProvider": "NO_BANKID_WEB",
+    "IdentityProviderUniqueId": "9578-6000-4-12345",
+    "Name": "Nordmann, Kari Marie",
+    "FirstName": "Kari",
+    "MiddleName": "Marie",
+    "LastName": "Nordmann",
+    "DateOfBirth": "311271",
+    "SocialSecurityNumber": "31127112345",
+    "EnvironmentInfo": {"UserAgent": "Mozilla/5.0 (X11; Linux x86_64)", "IPAddress": "203.0.113.7"},
+    "Error": None,
+    "MetaData": {},
+}
+
+
+def eid_settings_with(**overrides: Any) -> dict[str, Any]:
+    """The test suite's ``DJANGO_EID`` with some keys replaced (``None`` deletes a key)."""
+    from django.conf import settings
+
+    values = dict(settings.DJANGO_EID)
+    for key, value in overrides.items():
+        if value is None:
+            values.pop(key, None)
+        else:
+            values[key] = value
+    return values
+
+
+def add_token(
+    rsps: responses.RequestsMock,
+    token: str = "tok-1",
+    expires_in: int = 3600,
+    **kwargs: Any,
+) -> None:
+    body = {"access_token": token, "expires_in": expires_in, "token_type": "Bearer"}
+    rsps.add(responses.POST, TOKEN_URL, json=body, **kwargs)
+
+
+def token_calls(rsps: responses.RequestsMock) -> list[Any]:
+    return [c for c in rsps.calls if c.request.url == TOKEN_URL]
+
+
+def api_calls(rsps: responses.RequestsMock) -> list[Any]:
+    return [c for c in rsps.calls if c.request.url.startswith(SESSION_URL)]
+
+
+def json_body(call: Any) -> Any:
+    return json.loads(call.request.body)
+
+
+def reset_clients() -> None:
+    client = getattr(django_eid.client._local, "client", None)
+    if client is not None:
+        client.close()
+        del django_eid.client._local.client
+
+
+@pytest.fixture(autouse=True)
+def clean_state() -> Iterator[None]:
+    """Every test starts with empty caches and no per-thread client."""
+    for alias in caches:
+        caches[alias].clear()
+    reset_clients()
+    yield
+    for alias in caches:
+        caches[alias].clear()
+    reset_clients()
+
+
+@pytest.fixture
+def broker() -> Iterator[responses.RequestsMock]:
+    """The mocked broker; every test registers what it answers."""
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """No real sleeping between retries; returns the list of delays asked for."""
+    slept: list[float] = []
+    monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
+    monkeypatch.setattr(django_eid.client.time, "sleep", slept.append)
+    return slept

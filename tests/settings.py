@@ -1,0 +1,83 @@
+"""Settings of the test suite.
+
+SQLite and local-memory caches by default; with ``DATABASE_URL`` and
+``EID_TEST_REDIS_URL`` set, PostgreSQL and Redis (the production tier).
+"""
+
+from __future__ import annotations
+
+import environ
+
+env = environ.Env()
+
+SECRET_KEY = "test-secret-key-not-for-production-0123456789abcdef"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+USE_TZ = True
+TIME_ZONE = "Europe/Oslo"
+LANGUAGE_CODE = "en"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_eid",
+    "django_eid.sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {"default": env.db("DATABASE_URL", default="sqlite:///:memory:")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["TEST"] = {"NAME": ""}
+
+REDIS_URL = env.str("EID_TEST_REDIS_URL", default="")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    ),
+}
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STATIC_URL = "/static/"
+LOGIN_URL = "/login/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DJANGO_EID = {
+    "CLIENT_ID": "test-client",
+    "CLIENT_SECRET": "test-secret-s3cr3t-value",
+    "BASE_URL": "https://api.broker.test",
+    "AUTH_URL": "https://auth.broker.test",
+    "SCOPES": ["identify"],
+}
