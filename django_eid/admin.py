@@ -13,7 +13,15 @@ from django_eid.models import Identification
 
 @admin.register(Identification)
 class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("pk", "user", "status", "identity_provider", "name", "created_at", "completed_at")
+    list_display = (
+        "pk",
+        "user",
+        "status",
+        "identity_provider",
+        "name",
+        "created_at",
+        "completed_at",
+    )
     list_filter = ("status", "identity_provider", "display")
     search_fields = ("user__username", "user__email", "name", "first_name", "last_name")
     list_select_related = ("user",)

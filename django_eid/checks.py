@@ -14,7 +14,9 @@ from django_eid.conf import eid_settings
 
 
 @checks.register(checks.Tags.security, "django_eid")
-def check_settings(app_configs: Sequence[Any] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_settings(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     out: list[checks.CheckMessage] = []
     for problem in eid_settings.problems():
         cls = checks.Error if problem.level == "error" else checks.Warning

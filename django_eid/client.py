@@ -8,6 +8,7 @@ that is not the contract into a typed :mod:`django_eid.exceptions` error.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -116,7 +117,7 @@ class EidClient:
         url = s.TOKEN_URL
         data = {"grant_type": "client_credentials", "scope": " ".join(s.SCOPES)}
         auth: requests.auth.AuthBase
-        if s.TOKEN_AUTH_METHOD == "post":
+        if s.TOKEN_AUTH_METHOD == "post":  # noqa: S105  (a method name, not a password)
             data.update(client_id=s.CLIENT_ID, client_secret=s.CLIENT_SECRET)
             auth = _HeaderAuth(None)
         else:
@@ -239,7 +240,7 @@ class EidClient:
         for attempt in (1, 2):
             token = self.get_token()
             auth = _HeaderAuth(f"Bearer {token.access_token}")
-            answer = self._send(lambda: call(auth), what, retry=retry)
+            answer = self._send(functools.partial(call, auth), what, retry=retry)
             if answer.status == 401 and attempt == 1:
                 # Revoked or expired early: forget it, fetch a new one, try once more.
                 logger.warning("%s answered 401; renewing the access token once.", what)

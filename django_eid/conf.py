@@ -9,6 +9,7 @@ request does not re-parse the dict each time it reads a key.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +60,14 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "SANDBOX_LATENCY": 0,
 }
 
-_DJANGO_TO_BROKER_LANGUAGE: Final = {"nb": "NO", "nn": "NO", "no": "NO", "sv": "SV", "da": "DA", "fi": "FI"}
+_DJANGO_TO_BROKER_LANGUAGE: Final = {
+    "nb": "NO",
+    "nn": "NO",
+    "no": "NO",
+    "sv": "SV",
+    "da": "DA",
+    "fi": "FI",
+}
 
 
 @dataclass(frozen=True)
@@ -241,8 +249,6 @@ def _is_http_url(value: object) -> bool:
 
 
 def _validate(s: EidSettings) -> Sequence[Problem]:
-    from django.core.cache import caches  # noqa: PLC0415  (import cycle at startup)
-
     out: list[Problem] = []
     user = getattr(settings, "DJANGO_EID", None)
     if user is not None and not isinstance(user, Mapping):
@@ -271,7 +277,7 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
                     f"DJANGO_EID['{key}'] must be an absolute http(s) URL.",
                 )
             )
-        elif str(value).startswith("http://") and not settings.DEBUG:
+        elif urlsplit(value).scheme == "http" and not settings.DEBUG:
             out.append(
                 Problem(
                     f"django_eid.{wid}",
@@ -322,9 +328,13 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
         timeout = s.TIMEOUT
     except (TypeError, ValueError):
         timeout = -1.0
-    if not timeout > 0:
+    if not (timeout > 0 and math.isfinite(timeout)):
         out.append(
-            Problem("django_eid.E008", "error", "DJANGO_EID['TIMEOUT'] must be a positive number.")
+            Problem(
+                "django_eid.E008",
+                "error",
+                "DJANGO_EID['TIMEOUT'] must be a positive, finite number of seconds.",
+            )
         )
     scopes = s.raw("SCOPES")
     if not scopes or (not isinstance(scopes, str) and not all(isinstance(x, str) for x in scopes)):
@@ -369,7 +379,7 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
         )
     keys = s.raw("ENCRYPTION_KEYS")
     if keys is not None:
-        from django_eid.crypto import invalid_keys  # noqa: PLC0415
+        from django_eid.crypto import invalid_keys
 
         if isinstance(keys, str) or not keys or invalid_keys(list(keys)):
             out.append(
@@ -382,14 +392,20 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
                     "print(Fernet.generate_key().decode())'",
                 )
             )
-    for key, pid in (("SESSION_MAX_AGE", "E015"), ("MAX_PENDING_PER_USER", "E016")):
+    for key, pid in (
+        ("SESSION_MAX_AGE", "E015"),
+        ("MAX_PENDING_PER_USER", "E016"),
+        ("MAX_RESPONSE_BYTES", "E017"),
+    ):
         try:
             ok = int(s.raw(key)) > 0
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             ok = False
         if not ok:
             out.append(
-                Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] must be a positive integer.")
+                Problem(
+                    f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] must be a positive integer."
+                )
             )
     if (
         str(getattr(settings, "SESSION_COOKIE_SAMESITE", "Lax")).lower() == "strict"

@@ -87,7 +87,7 @@ class EidProtocolError(EidError):
     """A 2xx answer that is not the JSON the contract promises."""
 
 
-class IdentificationRejected(Exception):  # noqa: N818  (public name fixed by the API)
+class IdentificationRejected(Exception):
     """Raise from an ``identification_succeeded`` receiver to refuse the identity.
 
     The identification is stored with status ``REJECTED`` and ``str(exc)`` as the

@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_ipv46_address
 from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest
@@ -48,16 +50,17 @@ class BrokerFailed(Exception):
         self.error = error
 
 
-def client_ip(request: HttpRequest) -> str | None:
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-    from django.core.validators import validate_ipv46_address  # noqa: PLC0415
-
-    value = request.META.get("REMOTE_ADDR") or ""
+def _valid_ip(value: str) -> str | None:
     try:
         validate_ipv46_address(value)
     except ValidationError:
         return None
     return value
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The client's address as the web server saw it (proxies: see docs/deployment.md)."""
+    return _valid_ip(request.META.get("REMOTE_ADDR") or "")
 
 
 def start(
@@ -75,7 +78,7 @@ def start(
     """
     reference, external_id = new_reference(), new_external_id()
     row = Identification(
-        user=request.user,
+        user=request.user,  # type: ignore[misc]  # views require login
         reference=reference,
         external_id=external_id,
         display=display,
@@ -100,7 +103,7 @@ def start(
         row.error_message = str(err)[:1000]
         row.completed_at = timezone.now()
         row.save()
-        logger.warning("Creating an identification session failed (identification %s): %s", row.pk, err)
+        logger.warning("Creating identification session %s failed: %s", row.pk, err)
         raise BrokerFailed(row, err) from err
     row.request_id = created.request_id
     row.save(force_insert=True)
@@ -195,17 +198,6 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
     return fields
 
 
-def _valid_ip(value: str) -> str | None:
-    from django.core.exceptions import ValidationError  # noqa: PLC0415
-    from django.core.validators import validate_ipv46_address  # noqa: PLC0415
-
-    try:
-        validate_ipv46_address(value)
-    except ValidationError:
-        return None
-    return value
-
-
 def _same_person_elsewhere(row: Identification, record: IdentificationRecord) -> bool:
     """Another account already holds a successful identification of this person."""
     match = Q()
@@ -215,7 +207,8 @@ def _same_person_elsewhere(row: Identification, record: IdentificationRecord) ->
             identity_provider_unique_id=record.identity_provider_unique_id,
         )
     if record.social_security_number:
-        match |= Q(social_security_number_hash__in=crypto.lookup_hashes(record.social_security_number))
+        hashes = crypto.lookup_hashes(record.social_security_number)
+        match |= Q(social_security_number_hash__in=hashes)
     if not match:
         return False
     return (

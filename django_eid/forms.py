@@ -44,7 +44,9 @@ class StartForm(forms.Form):
         self.request = request
         allowed = eid_settings.ALLOWED_PROVIDERS
         if allowed and len(allowed) > 1:
-            choices = [("", _("Let me choose at the broker"))] if not eid_settings.IDENTITY_PROVIDER else []
+            choices: list[tuple[str, Any]] = []
+            if not eid_settings.IDENTITY_PROVIDER:
+                choices.append(("", _("Let me choose at the broker")))
             choices += [(p, p.replace("_", " ").title()) for p in allowed]
             self.fields["provider"] = forms.ChoiceField(
                 label=_("Identity provider"),
@@ -65,7 +67,9 @@ class StartForm(forms.Form):
             return eid_settings.IDENTITY_PROVIDER
         if not PROVIDER_RE.match(value):
             raise forms.ValidationError(
-                _("“%(provider)s” is not a provider name (upper-case words joined by underscores)."),
+                _(
+                    "“%(provider)s” is not a provider name (upper-case words joined by underscores)."
+                ),
                 code="malformed",
                 params={"provider": value[:64]},
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from typing import Any, ClassVar
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -44,14 +44,13 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
 
     def stale(self, max_age: int) -> IdentificationQuerySet:
         """Pending rows older than ``max_age`` seconds."""
-        return self.pending().filter(created_at__lt=timezone.now() - datetime.timedelta(seconds=max_age))
+        return self.pending().filter(
+            created_at__lt=timezone.now() - datetime.timedelta(seconds=max_age)
+        )
 
     def with_social_security_number(self, number: str) -> IdentificationQuerySet:
         """Rows holding exactly this national identity number (via the keyed hash)."""
         return self.filter(social_security_number_hash__in=crypto.lookup_hashes(number))
-
-
-IdentificationManager = models.Manager.from_queryset(IdentificationQuerySet)
 
 
 class Identification(models.Model):
@@ -104,7 +103,8 @@ class Identification(models.Model):
     social_security_number = EncryptedTextField(
         _("national identity number"), null=True, blank=True
     )
-    social_security_number_hash = models.CharField(
+    # NULL, not "", marks "no number", so the hash column never matches a blank.
+    social_security_number_hash = models.CharField(  # noqa: DJ001
         max_length=64, null=True, blank=True, db_index=True, editable=False
     )
 
@@ -121,7 +121,7 @@ class Identification(models.Model):
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
 
-    objects: ClassVar[IdentificationManager] = IdentificationManager()  # type: ignore[valid-type]
+    objects = IdentificationQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("identification")

@@ -97,9 +97,11 @@ class TokenStore:
             return None
         try:
             token = AccessToken(**value)
+            # Junk (another version's layout, a hand-edited entry) is ignored, not fatal.
+            fresh = token.fresh and isinstance(token.access_token, str)
         except TypeError:
             return None
-        return token if token.fresh else None
+        return token if fresh else None
 
     def _store(self, token: AccessToken) -> None:
         ttl = max(1, int(token.use_until - time.time()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from django.apps import apps
@@ -28,7 +28,7 @@ from django.views.decorators.clickjacking import xframe_options_deny, xframe_opt
 from django.views.decorators.debug import sensitive_variables
 
 from django_eid import flow, state
-from django_eid.client import ReturnUrls
+from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidUnavailable
 from django_eid.forms import StartForm, safe_next
@@ -236,7 +236,9 @@ class CallbackView(View):
             if problem:
                 logger.warning("Refused a callback of identification %s: %s", row.pk, problem)
                 return render_error(
-                    request, _("The answer from the identification service did not match."), status=400
+                    request,
+                    _("The answer from the identification service did not match."),
+                    status=400,
                 )
         response = self.handle(request, row)
         if row.is_finished:
@@ -280,8 +282,10 @@ class CallbackView(View):
             )
         return render_error(
             request,
-            _("Your session was lost on the way back from the identification service. "
-              "Please log in and start again."),
+            _(
+                "Your session was lost on the way back from the identification service. "
+                "Please log in and start again."
+            ),
             title=_("Session expired"),
             status=403,
         )
@@ -303,26 +307,34 @@ class SuccessView(CallbackView):
     def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
         assert row.request_id is not None
         try:
-            record = flow.get_client().get_session(row.request_id)
+            record = get_client().get_session(row.request_id)
         except EidError as err:
             logger.warning("Retrieving identification %s failed: %s", row.pk, err)
             return render_error(
                 request,
-                _("The identification service could not be reached. Reload this page to try again."),
+                _(
+                    "The identification service could not be reached. Reload this page to try again."
+                ),
                 status=503 if isinstance(err, EidUnavailable) else 502,
             )
         if record.request_id != row.request_id:
-            logger.warning("Identification %s: the broker returned another session's record.", row.pk)
+            logger.warning(
+                "Identification %s: the broker returned another session's record.", row.pk
+            )
             return render_error(
                 request,
-                _("The identification service sent an unexpected answer. Reload this page to try again."),
+                _(
+                    "The identification service sent an unexpected answer. Reload this page to try again."
+                ),
                 status=502,
             )
         if record.status in flow.IN_PROGRESS:
             return render_error(
                 request,
-                _("Your identification is not finished yet. Please complete it at your eID provider, "
-                  "then reload this page."),
+                _(
+                    "Your identification is not finished yet. Please complete it at your eID provider, "
+                    "then reload this page."
+                ),
                 title=_("Identification in progress"),
                 status=409,
             )
@@ -336,7 +348,7 @@ class AbortView(CallbackView):
     def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
         flow.abort(row, request)
         if _messages_installed() and not eid_settings.ABORT_URL:
-            from django.contrib import messages  # noqa: PLC0415
+            from django.contrib import messages
 
             messages.info(request, _("You cancelled the identification."))
         return HttpResponse(status=204)
@@ -367,7 +379,7 @@ class ResultView(LoginRequiredMixin, View):
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         row = None
         if REFERENCE_RE.match(reference):
-            row = Identification.objects.filter(reference=reference, user_id=request.user.pk).first()
+            row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
         if row is None or not row.is_finished:
             return render_error(request, _("This identification link is not valid."), status=404)
         return outcome_page(request, row)

@@ -1,4 +1,3 @@
-from django.urls import path
 
 app_name = "django_eid_sandbox"
-urlpatterns: list = []
+urlpatterns: list[object] = []

@@ -1,0 +1,99 @@
+"""``manage.py eid_purge --older-than 90d``: retention of identification data.
+
+Deletes (or with ``--anonymize`` strips the personal fields of) finished
+identifications older than the given age, and marks pending ones older than
+``SESSION_MAX_AGE`` as ``EXPIRED``. Safe to run from cron while the site takes
+traffic: it only touches finished rows and stale pending ones, each with one
+conditional statement, so a callback racing it either finishes the row first
+(which then is no longer pending) or finds it expired.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from django.utils import timezone
+
+from django_eid.conf import eid_settings
+from django_eid.models import Identification
+
+_AGE_RE = re.compile(r"^(\d+)([smhdw]?)\Z")
+_UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+#: Fields that identify a person; ``--anonymize`` blanks them and keeps the rest.
+PERSONAL_FIELDS: dict[str, Any] = {
+    "identity_provider_unique_id": "",
+    "name": "",
+    "first_name": "",
+    "middle_name": "",
+    "last_name": "",
+    "date_of_birth": None,
+    "social_security_number": None,
+    "social_security_number_hash": None,
+    "user_agent": "",
+    "ip_address": None,
+    "metadata": {},
+    "raw": {},
+}
+
+
+def parse_age(value: str) -> datetime.timedelta:
+    """``90d``, ``12h``, ``30m``, ``2w``, ``3600s``; a bare number is days."""
+    match = _AGE_RE.match(value.strip().lower())
+    if not match:
+        raise CommandError(f"--older-than: {value!r} is not an age like 90d, 12h or 2w")
+    return datetime.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+class Command(BaseCommand):
+    help = "Delete or anonymize old identifications and expire stale pending ones."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--older-than",
+            required=True,
+            help="Age of finished identifications to purge: 90d, 12h, 2w (a bare number is days).",
+        )
+        parser.add_argument(
+            "--anonymize",
+            action="store_true",
+            help="Strip personal fields instead of deleting the rows.",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Only print how many rows would change."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        age = parse_age(options["older_than"])
+        now = timezone.now()
+        cutoff = now - age
+        stale = Identification.objects.stale(eid_settings.SESSION_MAX_AGE)
+        old = Identification.objects.finished().filter(created_at__lt=cutoff)
+        if options["anonymize"]:
+            # Rows already anonymized need no second pass.
+            old = old.exclude(
+                name="", identity_provider_unique_id="", social_security_number_hash=None
+            )
+        if options["dry_run"]:
+            verb = "anonymize" if options["anonymize"] else "delete"
+            self.stdout.write(f"Would expire {stale.count()} stale pending identification(s).")
+            self.stdout.write(
+                f"Would {verb} {old.count()} finished identification(s) older than {age}."
+            )
+            return
+        with transaction.atomic():
+            expired = stale.update(status=Identification.Status.EXPIRED, completed_at=now)
+        with transaction.atomic():
+            if options["anonymize"]:
+                changed = old.update(**PERSONAL_FIELDS)
+                self.stdout.write(
+                    f"Anonymized {changed} finished identification(s) older than {age}."
+                )
+            else:
+                changed, _ = old.delete()
+                self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
+        self.stdout.write(f"Expired {expired} stale pending identification(s).")

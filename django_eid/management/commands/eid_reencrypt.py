@@ -1,0 +1,55 @@
+"""``manage.py eid_reencrypt``: re-encrypt stored national identity numbers under the first key.
+
+Rotation: put the new key first in ``DJANGO_EID["ENCRYPTION_KEYS"]`` (keep the
+old ones after it), deploy, run this command, then remove the old keys. The
+lookup hash is recomputed under the new key at the same time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import models, transaction
+from django.db.models.functions import Cast
+
+from django_eid import crypto
+from django_eid.models import Identification
+
+
+class Command(BaseCommand):
+    help = "Re-encrypt every stored national identity number under the first ENCRYPTION_KEYS key."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Only count rows not yet under the first key."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        # Cast to a plain text field reads the ciphertext without decrypting it, so
+        # rows already under the first key are skipped without a write.
+        ciphertexts = (
+            Identification.objects.filter(social_security_number__isnull=False)
+            .annotate(ciphertext=Cast("social_security_number", models.TextField()))
+            .values_list("pk", "ciphertext")
+        )
+        stale = [
+            pk
+            for pk, text in ciphertexts.iterator(options["batch_size"])
+            if text and not crypto.is_current(text)
+        ]
+        if options["dry_run"]:
+            self.stdout.write(f"{len(stale)} identification(s) are not under the first key.")
+            return
+        done = 0
+        for pk in stale:
+            with transaction.atomic():
+                try:
+                    row = Identification.objects.select_for_update().filter(pk=pk).first()
+                except crypto.DecryptionError as err:
+                    raise CommandError(f"identification {pk}: {err}") from err
+                if row is not None and row.social_security_number:  # None: purged meanwhile
+                    row.save(update_fields=["social_security_number"])
+                    done += 1
+        self.stdout.write(f"Re-encrypted {done} identification(s) under the first key.")
