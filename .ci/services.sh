@@ -114,7 +114,8 @@ pg_start() {
     else
         pg_init
         log "starting PostgreSQL on 127.0.0.1:$PG_PORT (log: $PGLOG)"
-        as_pg_owner "$PGBIN/pg_ctl" -D "$PGDATA" -l "$PGLOG" -w -t 60 start >/dev/null ||
+        # 9>&-: the daemon must not inherit (and so hold) our lock.
+        as_pg_owner "$PGBIN/pg_ctl" -D "$PGDATA" -l "$PGLOG" -w -t 60 start >/dev/null 9>&- ||
             { tail -n 20 "$PGLOG" >&2 || true; die "PostgreSQL did not start (port $PG_PORT taken?)"; }
     fi
     # CREATEDB: pytest-django creates and drops its own test_<name> database.
@@ -155,7 +156,7 @@ redis_start() {
     # No RDB snapshots, no AOF: nothing is ever written to disk.
     redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" \
         --save "" --appendonly no --dir "$REDIS_DIR" \
-        --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log"
+        --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log" 9>&-
     for _ in $(seq 50); do
         redis_running && return 0
         sleep 0.2
@@ -188,7 +189,13 @@ with_lock() {
 }
 
 case ${1:-} in
-    start)     with_lock eval 'pg_start; redis_start' ;;
+    start)
+        # Fast path without the lock: both already up (the usual second run).
+        if PGBIN=$(pg_bindir) && pg_running && redis_running; then
+            log "PostgreSQL (127.0.0.1:$PG_PORT) and Redis (127.0.0.1:$REDIS_PORT) already running"
+            exit 0
+        fi
+        with_lock eval 'pg_start; redis_start' ;;
     stop)      with_lock eval 'pg_stop; redis_stop' ;;
     destroy)   with_lock eval 'pg_stop; redis_stop'; rm -rf "$BASE"; log "removed $BASE" ;;
     status)    PGBIN=$(pg_bindir) && pg_running && redis_running ;;

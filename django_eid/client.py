@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Final, TypeVar
+from urllib.parse import quote_plus
 
 import requests
 import requests.auth
@@ -49,6 +51,10 @@ BACKOFF: Final = 0.2
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 _REQUEST_ID_HEADERS: Final = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
 _T = TypeVar("_T")
+#: Eleven digits standing alone: a national identity number, kept out of error messages.
+_NIN_RE: Final = re.compile(r"(?<!\d)\d{11}(?!\d)")
+#: A JWT (the broker's access tokens are JWTs), kept out of error messages.
+_JWT_RE: Final = re.compile(r"eyJ[\w-]*\.[\w-]+\.[\w-]*")
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,10 @@ class _Answer:
     def json(self, what: str) -> Any:
         try:
             return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError) as err:
-            raise EidProtocolError(f"{what} answered {self.status} with a body that is not JSON") from err
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
+            raise EidProtocolError(
+                f"{what} answered {self.status} with a body that is not JSON"
+            ) from err
 
 
 class EidClient:
@@ -81,9 +89,7 @@ class EidClient:
         self.generation = self.settings.generation
         errors = [p for p in self.settings.problems() if p.level == "error"]
         if errors:
-            raise EidConfigurationError(
-                "; ".join(f"{p.message} ({p.id})" for p in errors)
-            )
+            raise EidConfigurationError("; ".join(f"{p.message} ({p.id})" for p in errors))
         s = self.settings
         self.timeout = s.TIMEOUT
         self.max_bytes = s.MAX_RESPONSE_BYTES
@@ -102,7 +108,8 @@ class EidClient:
         session.headers["Accept"] = "application/json"
         # TLS verification is always on; a private CA can be named, never disabled.
         session.verify = self.settings.CA_BUNDLE or True
-        session.max_redirects = 0
+        # Redirects are refused by ``allow_redirects=False`` on every call. (``max_redirects
+        # = 0`` would make requests raise TooManyRedirects even then, hiding the status.)
         # Proxies and CA settings from the environment are honoured; every call passes
         # ``auth`` explicitly so that .netrc credentials never replace ours.
         return session
@@ -121,7 +128,12 @@ class EidClient:
             data.update(client_id=s.CLIENT_ID, client_secret=s.CLIENT_SECRET)
             auth = _HeaderAuth(None)
         else:
-            auth = requests.auth.HTTPBasicAuth(s.CLIENT_ID, s.CLIENT_SECRET)
+            # RFC 6749 2.3.1: both are form-urlencoded before they go into the Basic header
+            # (and the broker's token server decodes them), so a secret with "+", "/", "%"
+            # or ":" reaches it intact.
+            auth = requests.auth.HTTPBasicAuth(
+                quote_plus(s.CLIENT_ID, safe=""), quote_plus(s.CLIENT_SECRET, safe="")
+            )
         what = f"POST {url}"
         answer = self._send(
             lambda: self.session.post(
@@ -140,7 +152,9 @@ class EidClient:
             raise self._token_error(answer, what)
         body = answer.json(what)
         if not isinstance(body, dict):
-            raise EidProtocolError(f"{what} answered with JSON {type(body).__name__}, not an object")
+            raise EidProtocolError(
+                f"{what} answered with JSON {type(body).__name__}, not an object"
+            )
         token = body.get("access_token")
         token_type = body.get("token_type") or "Bearer"
         expires_in = body.get("expires_in")
@@ -256,18 +270,31 @@ class EidClient:
         attempt = 0
         while True:
             delay: float | None = None
+            status: int | None = None
             try:
                 answer = self._read(call(), what)
             except (requests.ConnectionError, requests.Timeout) as err:
                 kind = "timed out" if isinstance(err, requests.Timeout) else "could not connect"
+                outcome = f"{kind} ({type(err).__name__})"
                 if attempt < MAX_RETRIES and (retry or _not_sent(err)):
                     delay = BACKOFF * 2**attempt
                 else:
                     raise EidUnavailable(
-                        f"{what} {kind} ({type(err).__name__}) after {attempt + 1} attempt(s)"
+                        f"{what} {outcome} after {attempt + 1} attempt(s)"
                     ) from err
+            except requests.TooManyRedirects as err:
+                raise EidProtocolError(
+                    f"{what} answered a redirect; API calls do not follow redirects"
+                ) from err
+            except requests.RequestException as err:
+                # A broken answer (bad chunking, undecodable content ...): not retried.
+                raise EidUnavailable(
+                    f"{what} failed ({type(err).__name__}) after {attempt + 1} attempt(s)"
+                ) from err
             else:
                 if retry and answer.status in RETRY_STATUSES and attempt < MAX_RETRIES:
+                    status = answer.status
+                    outcome = f"answered {status}"
                     delay = _retry_after(answer.headers) or BACKOFF * 2**attempt
                 elif 300 <= answer.status < 400:
                     raise EidProtocolError(
@@ -283,7 +310,11 @@ class EidClient:
                     return answer
             # Honour Retry-After only within the time budget of one call.
             if time.monotonic() - started + delay > self.timeout:
-                raise EidUnavailable(f"{what} still failing; retry would exceed the timeout")
+                raise EidUnavailable(
+                    f"{what} {outcome} after {attempt + 1} attempt(s); waiting {delay:g} s "
+                    f"more would exceed the {self.timeout:g} s timeout",
+                    status_code=status,
+                )
             attempt += 1
             time.sleep(delay)
 
@@ -305,7 +336,7 @@ class EidClient:
         """The parsed error body (if JSON object) and a short, scrubbed summary."""
         try:
             body = json.loads(answer.body) if answer.body.strip() else None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         if not isinstance(body, dict):
             ctype = answer.headers.get("Content-Type", "").split(";")[0] or "no content type"
@@ -319,9 +350,7 @@ class EidClient:
         if isinstance(errors, list):
             for item in errors[:5]:
                 if isinstance(item, dict):
-                    parts.append(
-                        ": ".join(str(item[k]) for k in ("field", "message") if k in item)
-                    )
+                    parts.append(": ".join(str(item[k]) for k in ("field", "message") if k in item))
         return body, self._scrub(" - ".join(p for p in parts if p))[:300] or "a JSON body"
 
     def _scrub(self, text: str) -> str:
@@ -331,7 +360,8 @@ class EidClient:
         local = self.tokens._local
         if local is not None:
             text = text.replace(local.access_token, "***")
-        return text
+        text = _JWT_RE.sub("***", text)
+        return _NIN_RE.sub("***********", text)
 
     def _token_error(self, answer: _Answer, what: str) -> TokenError:
         body, summary = self._describe(answer)

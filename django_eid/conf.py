@@ -58,6 +58,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "SANDBOX_ALLOW_WITHOUT_DEBUG": False,
     "SANDBOX_TOKEN_LIFETIME": 3600,
     "SANDBOX_LATENCY": 0,
+    # Cache alias holding the sandbox's tokens and sessions; share it (Redis) across processes.
+    "SANDBOX_CACHE": "default",
 }
 
 _DJANGO_TO_BROKER_LANGUAGE: Final = {
@@ -225,6 +227,10 @@ class EidSettings:
     def SANDBOX_LATENCY(self) -> float:
         return float(self.raw("SANDBOX_LATENCY"))
 
+    @property
+    def SANDBOX_CACHE(self) -> str:
+        return str(self.raw("SANDBOX_CACHE"))
+
     # -- derived ----------------------------------------------------------
     def broker_language(self) -> str:
         """``LANGUAGE`` if set, else the broker code for Django's active language."""
@@ -337,7 +343,13 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
             )
         )
     scopes = s.raw("SCOPES")
-    if not scopes or (not isinstance(scopes, str) and not all(isinstance(x, str) for x in scopes)):
+    if isinstance(scopes, str):
+        scopes_ok = bool(scopes.split())
+    elif isinstance(scopes, list | tuple):
+        scopes_ok = bool(scopes) and all(isinstance(x, str) and x.strip() for x in scopes)
+    else:
+        scopes_ok = False
+    if not scopes_ok:
         out.append(
             Problem(
                 "django_eid.E009",
@@ -381,7 +393,7 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
     if keys is not None:
         from django_eid.crypto import invalid_keys
 
-        if isinstance(keys, str) or not keys or invalid_keys(list(keys)):
+        if not isinstance(keys, list | tuple) or not keys or invalid_keys(list(keys)):
             out.append(
                 Problem(
                     "django_eid.E014",

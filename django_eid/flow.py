@@ -14,7 +14,6 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
-from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
@@ -23,7 +22,7 @@ from django.utils.translation import gettext
 from django_eid import crypto, signals
 from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
-from django_eid.exceptions import EidError, IdentificationRejected
+from django_eid.exceptions import EidError, EidProtocolError, IdentificationRejected
 from django_eid.models import Identification, new_external_id, new_reference
 from django_eid.records import IdentificationRecord
 
@@ -33,6 +32,7 @@ Status = Identification.Status
 #: Record statuses that mean "the user is still at the broker".
 IN_PROGRESS = frozenset({"CREATED", "USERINITIATED"})
 ERROR_STATUS_MAX = Identification._meta.get_field("error_status").max_length or 64
+REQUEST_ID_MAX = Identification._meta.get_field("request_id").max_length or 512
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ def start(
             get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
             iframe_domain=iframe_domain,
         )
+        _check_request_id(created.request_id)
     except EidError as err:
         row.status = Status.ERROR
         row.error_code = type(err).__name__
@@ -110,6 +111,17 @@ def start(
     logger.info("Identification %s started (provider %s).", row.pk, provider or "any")
     _send(signals.identification_started, row, request)
     return Started(row, created.url)
+
+
+def _check_request_id(request_id: str) -> None:
+    """A RequestId that cannot be stored, or is stored already, does not name a new session."""
+    if len(request_id) > REQUEST_ID_MAX:
+        raise EidProtocolError(
+            f"create_session answered a RequestId of {len(request_id)} characters "
+            f"(at most {REQUEST_ID_MAX} are stored)"
+        )
+    if Identification.objects.filter(request_id=request_id).exists():
+        raise EidProtocolError("create_session answered the RequestId of an earlier session")
 
 
 def pending_count(user: Any) -> int:
@@ -127,8 +139,8 @@ def is_expired(row: Identification) -> bool:
 def _transition(row: Identification, **fields: Any) -> bool:
     """Move ``row`` out of PENDING with ``fields``; False if someone else did first."""
     fields.setdefault("completed_at", timezone.now())
-    with transaction.atomic():
-        changed = Identification.objects.filter(pk=row.pk, status=Status.PENDING).update(**fields)
+    # One statement is atomic on its own: no BEGIN/COMMIT (or SAVEPOINT) round trips.
+    changed = Identification.objects.filter(pk=row.pk, status=Status.PENDING).update(**fields)
     if changed:
         for name, value in fields.items():
             setattr(row, name, value)

@@ -37,10 +37,13 @@ class StartForm(forms.Form):
         initial=Identification.Display.REDIRECT,
         widget=forms.RadioSelect,
     )
-    next = forms.CharField(required=False, widget=forms.HiddenInput)
+    # Unstripped, and without the null-character validator: ``clean_next`` judges the raw
+    # value and drops an unsafe one silently; the field is hidden, so it is never an error.
+    next = forms.CharField(required=False, strip=False, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["next"].validators = []
         self.request = request
         allowed = eid_settings.ALLOWED_PROVIDERS
         if allowed and len(allowed) > 1:
@@ -64,6 +67,10 @@ class StartForm(forms.Form):
     def clean_provider(self) -> str | None:
         value: str = self.cleaned_data.get("provider") or ""
         if not value:
+            allowed_only = eid_settings.ALLOWED_PROVIDERS
+            if not eid_settings.IDENTITY_PROVIDER and allowed_only and len(allowed_only) == 1:
+                # One allowed provider: the broker must not offer the account's others.
+                return allowed_only[0]
             return eid_settings.IDENTITY_PROVIDER
         if not PROVIDER_RE.match(value):
             raise forms.ValidationError(

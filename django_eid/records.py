@@ -9,6 +9,7 @@ the contract promises becomes :class:`~django_eid.exceptions.EidProtocolError`.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -117,9 +118,35 @@ class IdentificationRecord:
         return {k: v for k, v in self.received.items() if str(k).lower() != SSN_KEY}
 
 
+#: Deeper nesting is not an answer of this API (and would not survive storing it as JSON).
+MAX_DEPTH: Final = 32
+
+
+def _refuse_unstorable(body: Any, what: str) -> None:
+    """Refuse what no database column holds: NUL characters, NaN/infinities, deep nesting.
+
+    Python's JSON parser accepts ``NaN``, ``Infinity`` and ``\\u0000``; PostgreSQL's text and
+    jsonb columns (and SQLite's JSON check) do not, so storing them would fail every retry.
+    """
+    stack: list[tuple[Any, int]] = [(body, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise EidProtocolError(f"{what}: the answer is nested more than {MAX_DEPTH} deep")
+        if isinstance(value, str) and "\x00" in value:
+            raise EidProtocolError(f"{what}: the answer contains a NUL character")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EidProtocolError(f"{what}: the answer contains NaN or an infinity")
+        if isinstance(value, Mapping):
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, list | tuple):
+            stack.extend((item, depth + 1) for item in value)
+
+
 def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
+    _refuse_unstorable(body, what)
     obj = _lower_keys(body)
     url = _opt_str(obj, "url", what)
     request_id = _opt_str(obj, "requestid", what)
@@ -134,8 +161,11 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     """Parse a retrieved record; raise :class:`EidProtocolError` for anything else."""
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
+    _refuse_unstorable(body, what)
     obj = _lower_keys(body)
-    values: dict[str, Any] = {attr: _opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()}
+    values: dict[str, Any] = {
+        attr: _opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()
+    }
 
     env = obj.get("environmentinfo")
     if env is None:

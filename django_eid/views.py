@@ -12,12 +12,13 @@ import hmac
 import logging
 import re
 from typing import ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.request import split_domain_port
 from django.shortcuts import resolve_url
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -108,7 +109,7 @@ class StartView(LoginRequiredMixin, View):
         display = form.cleaned_data["display"]
         iframe_domain = None
         if display == Identification.Display.IFRAME:
-            iframe_domain = eid_settings.IFRAME_DOMAIN or request.get_host().rsplit(":", 1)[0]
+            iframe_domain = eid_settings.IFRAME_DOMAIN or split_domain_port(request.get_host())[0]
         try:
             started = flow.start(
                 request,
@@ -168,7 +169,7 @@ def destination(request: HttpRequest, row: Identification) -> tuple[str, bool]:
         if eid_settings.ABORT_URL:
             return resolve_url(eid_settings.ABORT_URL), False
         start = reverse("django_eid:start")
-        return (f"{start}?next={row.next_url}" if row.next_url else start), False
+        return (f"{start}?{urlencode({'next': row.next_url})}" if row.next_url else start), False
     if row.status == Status.ERROR and eid_settings.ERROR_URL:
         return resolve_url(eid_settings.ERROR_URL), False
     return reverse("django_eid:result", args=[row.reference]), True
@@ -382,4 +383,7 @@ class ResultView(LoginRequiredMixin, View):
             row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
         if row is None or not row.is_finished:
             return render_error(request, _("This identification link is not valid."), status=404)
+        if row.status == Status.SUCCESS:
+            # Not a failure page: send the user where the success sent them.
+            return HttpResponseRedirect(destination(request, row)[0])
         return outcome_page(request, row)

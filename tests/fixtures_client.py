@@ -9,13 +9,16 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
 import responses
 from django.core.cache import caches
 
 import django_eid.client
+
+#: pytest-django's ``settings`` fixture (its class name differs between versions).
+SettingsWrapper: TypeAlias = Any
 
 CLIENT_ID = "test-client"
 SECRET = "test-secret-s3cr3t-value"

@@ -7,12 +7,15 @@ from typing import Any
 import pytest
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from pytest_django.fixtures import SettingsWrapper
 
 from django_eid.checks import check_settings
 from django_eid.client import EidClient, get_client
 from django_eid.exceptions import EidConfigurationError, EidError
-from tests.fixtures_client import SECRET, clean_state, eid_settings_with  # noqa: F401
+from tests import fixtures_client
+from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+clean_state = fixtures_client.clean_state
 
 REDIS = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://x:6379"}
 LOCMEM = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
@@ -77,6 +80,9 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E009", {"SCOPES": []}),
     ("django_eid.E009", {"SCOPES": ""}),
     ("django_eid.E009", {"SCOPES": ["identify", 3]}),
+    ("django_eid.E009", {"SCOPES": "   "}),
+    ("django_eid.E009", {"SCOPES": ["identify", ""]}),
+    ("django_eid.E009", {"SCOPES": 5}),
     ("django_eid.E011", {"ALLOWED_PROVIDERS": "NO_BANKID_WEB"}),
     ("django_eid.E012", {"IDENTITY_PROVIDER": "no-bankid-web"}),
     ("django_eid.E012", {"ALLOWED_PROVIDERS": ["NO_BANKID_WEB", "swe bankid"]}),
@@ -84,6 +90,7 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E014", {"ENCRYPTION_KEYS": ["not-a-fernet-key"]}),
     ("django_eid.E014", {"ENCRYPTION_KEYS": []}),
     ("django_eid.E014", {"ENCRYPTION_KEYS": GOOD_KEY}),
+    ("django_eid.E014", {"ENCRYPTION_KEYS": 5}),
     ("django_eid.E015", {"SESSION_MAX_AGE": 0}),
     ("django_eid.E016", {"MAX_PENDING_PER_USER": "many"}),
     ("django_eid.E017", {"MAX_RESPONSE_BYTES": 0}),

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 from django.test import override_settings
-from pytest_django.fixtures import SettingsWrapper
 from django.utils import translation
 
 from django_eid.client import EidClient, get_client
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
-from tests.fixtures_client import clean_state, eid_settings_with  # noqa: F401
+from tests import fixtures_client
+from tests.fixtures_client import SettingsWrapper, eid_settings_with
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+clean_state = fixtures_client.clean_state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +31,7 @@ def test_importing_the_package_reads_no_setting() -> None:
         "from django.conf import settings\n"
         "assert not settings.configured\n"
     )
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=60)  # noqa: S603
 
 
 def test_a_new_settings_object_reads_nothing_until_used() -> None:
@@ -91,7 +94,7 @@ def test_scopes_accept_list_or_space_delimited_string(
     value: object, expected: tuple[str, ...]
 ) -> None:
     with override_settings(DJANGO_EID=eid_settings_with(SCOPES=value)):
-        assert eid_settings.SCOPES == expected
+        assert expected == eid_settings.SCOPES
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,18 @@
+"""URLs of the sandbox broker.
+
+Mount with ``path("eid-sandbox/", include("django_eid.sandbox.urls"))`` and set both
+``DJANGO_EID["AUTH_URL"]`` and ``DJANGO_EID["BASE_URL"]`` to
+``http://127.0.0.1:8000/eid-sandbox``.
+"""
+
+from django.urls import path
+
+from django_eid.sandbox import views
 
 app_name = "django_eid_sandbox"
-urlpatterns: list[object] = []
+
+urlpatterns = [
+    path("oauth/connect/token", views.TokenView.as_view(), name="token"),
+    path("identification/session", views.SessionView.as_view(), name="session"),
+    path("login/<str:request_id>/", views.LoginView.as_view(), name="login"),
+]

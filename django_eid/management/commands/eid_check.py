@@ -1,0 +1,80 @@
+"""``manage.py eid_check``: fetch a new access token and report what came back.
+
+Checks the credentials, scopes and reachability of the broker with one token
+request that bypasses the token cache. Prints the token type, its lifetime,
+the scopes asked and the token endpoint, or exits non-zero with a one-line
+reason. Never prints the token or the client secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_eid.client import EidClient
+from django_eid.conf import eid_settings
+from django_eid.exceptions import (
+    EidConfigurationError,
+    EidError,
+    EidUnavailable,
+    InvalidClient,
+    InvalidScope,
+    TokenError,
+)
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+class Command(BaseCommand):
+    help = (
+        "Fetch a new access token from the broker with the configured credentials and "
+        "scopes, and report the result. Exits non-zero when no token was issued."
+    )
+    # Configuration problems are reported below in one line, not as a check listing.
+    requires_system_checks: list[str] = []
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        s = eid_settings
+        for problem in s.problems():
+            if problem.level == "warning":
+                self.stderr.write(f"Warning: {_one_line(problem.message)} ({problem.id})")
+        try:
+            client = EidClient()
+        except EidConfigurationError as err:
+            raise CommandError(f"Configuration error: {_one_line(err)}") from err
+
+        scopes = " ".join(s.SCOPES)
+        try:
+            token = client.fetch_token()
+        except InvalidScope as err:
+            detail = f" ({_one_line(err.description)})" if err.description else ""
+            raise CommandError(
+                f"invalid_scope: the broker refused the scopes '{scopes}' for client "
+                f"{s.CLIENT_ID!r}{detail}; ask the broker to enable them or change "
+                "DJANGO_EID['SCOPES']."
+            ) from err
+        except InvalidClient as err:
+            raise CommandError(
+                f"Bad credentials: the broker did not accept client id {s.CLIENT_ID!r} and its "
+                f"secret (HTTP {err.status_code}, {err.error or 'no error code'}); check "
+                "DJANGO_EID['CLIENT_ID'], ['CLIENT_SECRET'] and ['TOKEN_AUTH_METHOD']."
+            ) from err
+        except EidUnavailable as err:
+            raise CommandError(f"Broker unreachable: {_one_line(err)}") from err
+        except TokenError as err:
+            raise CommandError(f"No token issued: {_one_line(err)}") from err
+        except EidError as err:
+            raise CommandError(f"Unexpected answer from the broker: {_one_line(err)}") from err
+        finally:
+            client.close()
+
+        self.stdout.write(f"Token endpoint: {s.TOKEN_URL}")
+        self.stdout.write(f"Client id: {s.CLIENT_ID}")
+        self.stdout.write(f"Client authentication: {s.TOKEN_AUTH_METHOD}")
+        self.stdout.write(f"Scopes asked: {scopes}")
+        self.stdout.write(f"Token type: {token.token_type}")
+        self.stdout.write(f"Lifetime: {token.expires_in} s")
+        self.stdout.write(self.style.SUCCESS("OK: the broker issued an access token."))

@@ -1,0 +1,325 @@
+"""The simulated identification broker: its behaviour, written once.
+
+:class:`SandboxBroker` implements the contract of the interface document and
+of ``wire-format.md`` (tokens, sessions, the record, the return URLs) without
+any HTTP code. Two faces serve it: the sandbox Django app
+(:mod:`django_eid.sandbox.views`) and the ``eid_broker`` pytest fixture
+(:mod:`django_eid.sandbox.fake`). The API methods take what arrived (header,
+form, body, query) and return a :class:`Reply`; the methods used by the person
+at the broker (:meth:`~SandboxBroker.identify`, ``abort``, ``fail``) return the
+return URL to send them to.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import hmac
+import json
+import secrets
+import string
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote
+
+from django_eid.sandbox.persons import Person
+from django_eid.sandbox.store import Store, now
+from django_eid.sandbox.wire import (
+    MAX_FIELDS,
+    Refused,
+    Reply,
+    Session,
+    api_error,
+    fill_placeholders,
+    oauth_error,
+    parse_create_request,
+    parse_form,
+)
+
+#: The five scopes of the interface document; any other is ``invalid_scope``.
+SCOPES: Final = frozenset({"document_read", "document_write", "document_file", "event", "identify"})
+#: Seconds a session is kept after its last change.
+SESSION_LIFETIME: Final = 3600
+_ALPHANUMERIC: Final = string.ascii_letters + string.digits
+
+
+class SessionError(Exception):
+    """The person at the broker asked for something the session cannot do."""
+
+
+class UnknownSession(SessionError):
+    """No such session (never created, or expired)."""
+
+
+class SessionFinished(SessionError):
+    """The session already ended (identified, aborted or failed)."""
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _hashed(kind: str, value: str) -> str:
+    # Request ids and tokens are long; hashing keeps cache keys short (memcached: 250).
+    return f"{kind}:{hashlib.sha256(value.encode()).hexdigest()[:40]}"
+
+
+class SandboxBroker:
+    """The broker's behaviour over a :class:`~django_eid.sandbox.store.Store`.
+
+    ``login_url`` turns a session id into the absolute URL of the login page,
+    which is what the face serving it knows and the broker does not.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        client_id: str,
+        client_secret: str,
+        login_url: Callable[[str], str],
+        token_lifetime: int = 3600,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        self.store = store
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.login_url = login_url
+        self.token_lifetime = token_lifetime
+        self.clock = clock
+
+    # -- the token endpoint ------------------------------------------------
+    def token(self, *, authorization: str | None, content_type: str | None, body: bytes) -> Reply:
+        """``POST {auth_url}/oauth/connect/token``: the Authorization header and the form."""
+        try:
+            return self._token(authorization, parse_form(content_type, body))
+        except Refused as refused:
+            return refused.reply
+
+    def _token(self, authorization: str | None, form: Mapping[str, Sequence[str]]) -> Reply:
+        for name, values in form.items():
+            if len(values) > 1:
+                raise oauth_error("invalid_request", f"'{name}' is given more than once.")
+        params = {name: values[0] for name, values in form.items() if values}
+        client_id = self._authenticate_client(authorization, params)
+        grant_type = params.get("grant_type")
+        if not grant_type:
+            raise oauth_error("invalid_request", "'grant_type' is required.")
+        if grant_type != "client_credentials":
+            raise oauth_error("unsupported_grant_type", "Only client_credentials is supported.")
+        scopes = params.get("scope", "").split()
+        if not scopes:
+            raise oauth_error("invalid_request", "'scope' is required.")
+        unknown = sorted(set(scopes) - SCOPES)
+        if unknown:
+            raise oauth_error("invalid_scope", f"Unknown scope(s): {' '.join(unknown)}.")
+        issued = self.clock()
+        expires_at = issued + self.token_lifetime
+        claims = {
+            "iss": "django-eid-sandbox",
+            "client_id": client_id,
+            "scope": sorted(set(scopes)),
+            "iat": int(issued),
+            "exp": int(expires_at),
+            "jti": secrets.token_hex(16),
+        }
+        header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
+        token = (
+            f"{header}.{_b64url(json.dumps(claims).encode())}.{_b64url(secrets.token_bytes(64))}"
+        )
+        grant = {"client_id": client_id, "scope": claims["scope"], "expires_at": expires_at}
+        self.store.set(_hashed("token", token), grant, self.token_lifetime)
+        body = {"access_token": token, "expires_in": self.token_lifetime, "token_type": "Bearer"}
+        return Reply(200, body, {"Cache-Control": "no-store", "Pragma": "no-cache"})
+
+    def _authenticate_client(self, authorization: str | None, params: Mapping[str, str]) -> str:
+        """client_secret_basic or client_secret_post (RFC 6749 2.3.1), never both."""
+        if not self.client_id or not self.client_secret:
+            # Otherwise an empty id and secret would match an unconfigured sandbox.
+            raise oauth_error("invalid_client", "The sandbox has no client configured.", 401)
+        in_body = "client_id" in params or "client_secret" in params
+        scheme, _, encoded = (authorization or "").strip().partition(" ")
+        if authorization and scheme.lower() == "basic":
+            if in_body:
+                raise oauth_error("invalid_request", "Use one client authentication method.")
+            try:
+                decoded = base64.b64decode(encoded.strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                raise oauth_error("invalid_client", "Malformed Basic credentials.", 401) from None
+            given_id, _, given_secret = decoded.partition(":")
+            # RFC 6749 form-encodes both before Basic; most clients do not. Accept both.
+            candidates = [(given_id, given_secret), (unquote(given_id), unquote(given_secret))]
+        elif in_body:
+            candidates = [(params.get("client_id", ""), params.get("client_secret", ""))]
+        else:
+            raise oauth_error("invalid_client", "Client authentication is required.", 401)
+        for cid, secret in candidates:
+            if hmac.compare_digest(cid.encode(), self.client_id.encode()) and hmac.compare_digest(
+                secret.encode(), self.client_secret.encode()
+            ):
+                return cid
+        raise oauth_error("invalid_client", "Unknown client or wrong secret.", 401)
+
+    def _authorize(self, authorization: str | None) -> str:
+        """The client id of a valid bearer token with scope ``identify``."""
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise api_error(401, "UNAUTHORIZED", "A Bearer access token is required.")
+        grant = self.store.get(_hashed("token", token.strip()))
+        if grant is None or grant.get("client_id") != self.client_id:
+            raise api_error(401, "UNAUTHORIZED", "The access token is not valid.", "invalid_token")
+        if self.clock() >= float(grant.get("expires_at", 0)):
+            raise api_error(401, "UNAUTHORIZED", "The access token has expired.", "invalid_token")
+        if "identify" not in grant.get("scope", ()):
+            raise api_error(
+                403, "FORBIDDEN", "The access token lacks scope 'identify'.", "insufficient_scope"
+            )
+        return str(grant["client_id"])
+
+    # -- the identification endpoints ---------------------------------------
+    def create_session(self, *, authorization: str | None, body: bytes) -> Reply:
+        """``POST {base_url}/identification/session`` with a JSON body."""
+        try:
+            client_id = self._authorize(authorization)
+            request = parse_create_request(body)
+        except Refused as refused:
+            return refused.reply
+        session = Session(
+            request_id=self._new_request_id(),
+            client_id=client_id,
+            created_at=self.clock(),
+            **dataclasses.asdict(request),
+        )
+        self._save(session)
+        return Reply(
+            200, {"Url": self.login_url(session.request_id), "RequestId": session.request_id}
+        )
+
+    def get_session(self, *, authorization: str | None, query: str) -> Reply:
+        """``GET {base_url}/identification/session?requestId=...``; ``query`` as sent."""
+        try:
+            client_id = self._authorize(authorization)
+        except Refused as refused:
+            return refused.reply
+        params = parse_qsl(query, keep_blank_values=True, max_num_fields=MAX_FIELDS)
+        ids = [value for name, value in params if name.lower() == "requestid"]
+        if len(ids) != 1 or not ids[0]:
+            error = {"field": "requestId", "message": "Exactly one requestId is required."}
+            return Reply(400, {"message": "The request is not valid.", "errors": [error]})
+        session = self.session(ids[0])
+        if session is None or session.client_id != client_id:
+            body = {"message": "No identification session has this requestId.", "code": "NOT_FOUND"}
+            return Reply(404, body)
+        return Reply(200, session.record())
+
+    @staticmethod
+    def _new_request_id() -> str:
+        # The shape of the public sample: 19 digits, then letters and digits; 200 in all.
+        digits = "".join(secrets.choice(string.digits) for _ in range(19))
+        return digits + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(181))
+
+    # -- sessions, and the person at the broker ------------------------------
+    def session(self, request_id: str) -> Session | None:
+        """The session with this id, or ``None``."""
+        value = self.store.get(_hashed("session", request_id))
+        if value is None or value.get("request_id") != request_id:
+            return None
+        try:
+            return Session(**value)
+        except TypeError:  # written by another version of the sandbox
+            return None
+
+    def _save(self, session: Session) -> None:
+        # A read-modify-write: two simultaneous clicks may both win. Fine for a sandbox.
+        self.store.set(
+            _hashed("session", session.request_id), dataclasses.asdict(session), SESSION_LIFETIME
+        )
+
+    def _pending(self, request_id: str) -> Session:
+        session = self.session(request_id)
+        if session is None:
+            raise UnknownSession(request_id[:40])
+        if not session.in_progress:
+            raise SessionFinished(session.status)
+        return session
+
+    def open(self, request_id: str) -> Session:
+        """The person opened the login page: CREATED becomes USERINITIATED."""
+        session = self.session(request_id)
+        if session is None:
+            raise UnknownSession(request_id[:40])
+        if session.status == "CREATED":
+            session.status = "USERINITIATED"
+            self._save(session)
+        return session
+
+    def identify(
+        self,
+        request_id: str,
+        person: Person,
+        *,
+        provider: str | None = None,
+        user_agent: str | None = None,
+        ip_address: str | None = None,
+    ) -> str:
+        """The person identified; returns the Success URL with ``[1]`` and ``[2]`` filled."""
+        session = self._pending(request_id)
+        session.identity_provider = (
+            session.identity_provider or provider or person.identity_provider
+        )
+        identity: dict[str, Any] = {
+            "IdentityProviderUniqueId": person.identity_provider_unique_id,
+            "Name": person.name,
+            "FirstName": person.first_name,
+            "MiddleName": person.middle_name,
+            "LastName": person.last_name,
+            "DateOfBirth": person.date_of_birth,
+            "EnvironmentInfo": {
+                "UserAgent": user_agent or person.user_agent,
+                "IPAddress": ip_address or person.ip_address,
+            },
+        }
+        if session.get_social_security_number:
+            identity["SocialSecurityNumber"] = person.national_identity_number
+        session.identity = identity
+        session.status = "SUCCESS"
+        self._save(session)
+        return self.return_url(session)
+
+    def abort(self, request_id: str) -> str:
+        """The person cancelled; returns the Abort URL with ``[1]`` and ``[2]`` filled."""
+        session = self._pending(request_id)
+        session.status = "USERABORTED"
+        self._save(session)
+        return self.return_url(session)
+
+    def fail(self, request_id: str, status: str = "TIMEOUT", *, message: str | None = None) -> str:
+        """The identification failed with ``status``; returns the Error URL with ``[0]``."""
+        if not (0 < len(status) <= 64 and all(32 < ord(c) < 127 for c in status)):
+            raise ValueError("the error status is a short code of printable ASCII")
+        session = self._pending(request_id)
+        session.status = "ERROR"
+        session.error = {
+            "NativeErrorCode": f"SANDBOX-{status}",
+            "ErrorCode": status,
+            "ErrorMessage": message or f"Sandbox: the identification failed ({status}).",
+        }
+        self._save(session)
+        return self.return_url(session)
+
+    @staticmethod
+    def return_url(session: Session) -> str:
+        """Where the person goes now that ``session`` ended, placeholders filled."""
+        if session.status == "SUCCESS":
+            url = session.return_urls["Success"]
+        elif session.status == "USERABORTED":
+            url = session.return_urls["Abort"]
+        elif session.status == "ERROR":
+            status = (session.error or {}).get("ErrorCode", "UNKNOWN")
+            return fill_placeholders(session.return_urls["Error"], {"[0]": status})
+        else:
+            raise SessionError(f"session in status {session.status} has no return URL")
+        ids = {"[1]": session.request_id, "[2]": session.external_reference or ""}
+        return fill_placeholders(url, ids)

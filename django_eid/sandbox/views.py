@@ -1,0 +1,198 @@
+"""The sandbox broker over HTTP: the token endpoint, the session API, the login page.
+
+Thin views over :class:`~django_eid.sandbox.broker.SandboxBroker`; state lives
+in the cache named by ``DJANGO_EID["SANDBOX_CACHE"]``. Every view answers 404
+unless ``DEBUG`` is on or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import translation
+from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.views import View
+from django.views.decorators.cache import never_cache
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+
+from django_eid.conf import eid_settings
+from django_eid.sandbox.broker import SandboxBroker, UnknownSession
+from django_eid.sandbox.checks import sandbox_enabled
+from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
+from django_eid.sandbox.persons import builtin_persons
+from django_eid.sandbox.store import CacheStore
+from django_eid.sandbox.wire import Reply, Session
+
+#: The broker's ``Language`` codes as Django language codes.
+DJANGO_LANGUAGES = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
+
+
+class SandboxView(View):
+    """Base of the sandbox views: the DEBUG gate and the broker."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not sandbox_enabled():
+            raise Http404("The sandbox is disabled (DEBUG is False).")
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_broker(self) -> SandboxBroker:
+        """The broker, configured from ``DJANGO_EID`` (one dict drives app and sandbox)."""
+        s = eid_settings
+        request = self.request
+        namespace = request.resolver_match.namespace if request.resolver_match else None
+
+        def login_url(request_id: str) -> str:
+            path = reverse("django_eid_sandbox:login", args=[request_id], current_app=namespace)
+            return request.build_absolute_uri(path)
+
+        return SandboxBroker(
+            CacheStore(s.SANDBOX_CACHE),
+            client_id=s.CLIENT_ID,
+            client_secret=s.CLIENT_SECRET,
+            login_url=login_url,
+            token_lifetime=s.SANDBOX_TOKEN_LIFETIME,
+        )
+
+
+def json_response(reply: Reply) -> HttpResponse:
+    response = HttpResponse(reply.content, status=reply.status, content_type="application/json")
+    for name, value in reply.headers.items():
+        response[name] = value
+    return response
+
+
+def simulate_latency() -> None:
+    """Sleep ``SANDBOX_LATENCY`` seconds, to benchmark against a slow broker."""
+    if eid_settings.SANDBOX_LATENCY > 0:
+        time.sleep(eid_settings.SANDBOX_LATENCY)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class TokenView(SandboxView):
+    """``POST <mount>/oauth/connect/token``."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_broker().token(
+            authorization=request.headers.get("Authorization"),
+            content_type=request.content_type,
+            body=request.body,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class SessionView(SandboxView):
+    """``POST`` (create) and ``GET ?requestId=`` (retrieve) ``<mount>/identification/session``."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_broker().create_session(
+            authorization=request.headers.get("Authorization"), body=request.body
+        )
+        return json_response(reply)
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_broker().get_session(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+        )
+        return json_response(reply)
+
+
+def frame_ancestors(domain: str) -> str:
+    """The CSP ``frame-ancestors`` sources for a parent ``domain`` (any scheme, any port)."""
+    hosts = [domain] if ":" in domain.rsplit("]", 1)[-1] else [domain, f"{domain}:*"]
+    sources = ["'self'"]
+    for host in hosts:
+        sources += [host, f"https://{host}", f"http://{host}"]
+    return "frame-ancestors " + " ".join(sources)
+
+
+# Exempt from the site's X-Frame-Options; each response sets its own framing policy.
+@method_decorator(xframe_options_exempt, name="dispatch")
+@method_decorator(never_cache, name="dispatch")
+class LoginView(SandboxView):
+    """The page the person is sent to: pick a person, then identify, abort or fail."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+    template_name = "django_eid_sandbox/login.html"
+    ended_template_name = "django_eid_sandbox/ended.html"
+
+    def get(self, request: HttpRequest, request_id: str) -> HttpResponse:
+        broker = self.get_broker()
+        try:
+            session = broker.open(request_id)
+        except UnknownSession:
+            return self.ended(None, status=404)
+        if not session.in_progress:
+            return self.ended(session, status=410)
+        return self.render_page(session, LoginForm(persons=builtin_persons()))
+
+    def post(self, request: HttpRequest, request_id: str) -> HttpResponse:
+        broker = self.get_broker()
+        session = broker.session(request_id)
+        if session is None:
+            return self.ended(None, status=404)
+        if not session.in_progress:
+            return self.ended(session, status=410)
+        form = LoginForm(request.POST, persons=builtin_persons())
+        if not form.is_valid():
+            return self.render_page(session, form, status=400)
+        action = form.cleaned_data["action"]
+        if action == IDENTIFY:
+            url = broker.identify(
+                request_id,
+                form.chosen_person(),
+                provider=form.cleaned_data["provider"] or None,
+                # The real environment of the browser at the sandbox, as a broker reports it.
+                user_agent=request.headers.get("User-Agent"),
+                ip_address=request.META.get("REMOTE_ADDR"),
+            )
+        elif action == ABORT:
+            url = broker.abort(request_id)
+        else:
+            assert action == FAIL
+            url = broker.fail(request_id, form.cleaned_data["error_status"] or "TIMEOUT")
+        return HttpResponseRedirect(url)
+
+    def render_page(self, session: Session, form: LoginForm, status: int = 200) -> HttpResponse:
+        context = {"session": session, "form": form, "persons": form.persons}
+        return self.render_for(session, self.template_name, context, status)
+
+    def ended(self, session: Session | None, status: int) -> HttpResponse:
+        if session is None:
+            message = _("This identification session does not exist or has expired.")
+        else:
+            message = _("This identification session has already ended.")
+        context = {"session": session, "message": message}
+        return self.render_for(session, self.ended_template_name, context, status)
+
+    def render_for(
+        self, session: Session | None, template: str, context: dict[str, Any], status: int
+    ) -> HttpResponse:
+        """Render in the session's language, with the session's framing policy."""
+        language = DJANGO_LANGUAGES.get((session.language or "") if session else "")
+        # Render now, inside the override: a TemplateResponse would render after it ends.
+        with translation.override(language or translation.get_language()):
+            response = render(self.request, template, context, status=status)
+            response["Content-Language"] = translation.get_language() or "en"
+        domain = session.iframe_domain if session and session.in_progress else None
+        if domain:
+            response["Content-Security-Policy"] = frame_ancestors(domain)
+        else:
+            response["Content-Security-Policy"] = "frame-ancestors 'none'"
+            response["X-Frame-Options"] = "DENY"
+        return response

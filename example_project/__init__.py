@@ -1,0 +1,1 @@
+"""A small site that uses django-eid: the demo and the real-browser tests run it."""

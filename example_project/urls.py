@@ -1,0 +1,28 @@
+"""URLs of the example project.
+
+The sandbox broker is mounted only when its app is installed, which the
+settings do exactly when no real broker (``EID_BASE_URL``) is configured.
+"""
+
+from __future__ import annotations
+
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import URLPattern, URLResolver, include, path
+
+from example_project import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.HomeView.as_view(), name="home"),
+    path("verify/", views.VerifyView.as_view(), name="verify"),
+    path("account/", views.AccountView.as_view(), name="account"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("eid/", include("django_eid.urls")),
+    path("admin/", admin.site.urls),
+]
+
+if apps.is_installed("django_eid.sandbox"):
+    urlpatterns.append(path("eid-sandbox/", include("django_eid.sandbox.urls")))

@@ -1,0 +1,1 @@
+"""Real-browser tests: headless Chromium driven through the example project."""

@@ -1,0 +1,188 @@
+"""Fixtures of the real-browser tests: one headless Chromium, the example site, screenshots.
+
+The example project is served by pytest-django's ``live_server`` with the
+sandbox broker mounted in it, and django-eid pointed at that sandbox over real
+HTTP. Chromium comes from the OS package (``apt-get install chromium``); it is
+never downloaded at test time. ``tests/conftest.py`` skips these tests when it
+is missing (and fails them in CI).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import shutil
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    ViewportSize,
+    expect,
+    sync_playwright,
+)
+from pytest_django.live_server_helper import LiveServer
+
+from tests.browser.example_site import example_site
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ROOT = Path(__file__).resolve().parents[2]
+#: Every end state, for humans looking at a failed run (git-ignored).
+SCREENSHOTS = ROOT / "tests" / "screenshots"
+#: The pictures of the documentation, refreshed by every run of these tests
+#: unless EID_DOCS_SCREENSHOTS=0.
+DOCS_IMG = ROOT / "docs" / "img"
+#: Seconds any single wait may take; the flow needs well under one.
+TIMEOUT_MS = 15_000
+VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
+PASSWORD = "browser-test-pw-1"
+
+
+@pytest.fixture(scope="package")
+def _allow_orm_beside_playwright() -> Iterator[None]:
+    """Playwright's sync API keeps an event loop running in this thread.
+
+    Django then takes every ORM call of the test (creating users, flushing the
+    database) for one made from async code and refuses it. These calls are
+    sync calls; say so while the browser lives.
+    """
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="package")
+def browser(_allow_orm_beside_playwright: None) -> Iterator[Browser]:
+    """One Chromium for all the browser tests (each test gets a fresh context)."""
+    expect.set_options(timeout=TIMEOUT_MS)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="package")
+def site_url(
+    live_server: LiveServer,
+    django_db_setup: None,
+    django_db_blocker: Any,
+    _allow_orm_beside_playwright: None,
+) -> Iterator[str]:
+    """The example project, live, with django-eid talking to its mounted sandbox."""
+    url: str = live_server.url
+    site = example_site(broker_url=f"{url}/eid-sandbox")
+    with django_db_blocker.unblock():
+        site.__enter__()
+    try:
+        yield url
+    finally:
+        with django_db_blocker.unblock():
+            site.__exit__(None, None, None)
+
+
+@pytest.fixture
+def page(browser: Browser, site_url: str) -> Iterator[Page]:
+    """A fresh browser context (no cookies) on the example site; fails on page errors."""
+    context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):
+            problems.append(f"console error: {message.text} ({message.location.get('url')})")
+
+    page.on("console", on_console)
+    try:
+        yield page
+    finally:
+        context.close()
+        settle_live_server()
+    assert not problems, problems
+
+
+def _request_threads() -> list[threading.Thread]:
+    # The live server handles each connection in a thread named after its target.
+    return [t for t in threading.enumerate() if t.name.endswith("(process_request_thread)")]
+
+
+def settle_live_server(timeout: float = 10.0) -> None:
+    """Wait until the live server has finished with every connection of the test.
+
+    Closing the browser context closes its connections; the server threads
+    serving them then end, and with them the per-thread django-eid clients
+    whose own keep-alive connections to the sandbox are open (closing those
+    ends the sandbox's threads). Waiting here keeps all of that inside the test:
+    no thread is left to touch the database after the live server stopped, and
+    the ``ResourceWarning`` of those collected client sockets (django-eid closes
+    a thread's client only when it makes a new one) cannot surface in a later,
+    unrelated test.
+    """
+    deadline = time.monotonic() + timeout
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"unclosed <socket\.socket", ResourceWarning)
+        while (threads := _request_threads()) and time.monotonic() < deadline:
+            gc.collect()
+            for thread in threads:
+                thread.join(timeout=0.05)
+        gc.collect()
+
+
+@pytest.fixture
+def user(transactional_db: None) -> Any:
+    """A site user who has not identified yet."""
+    return get_user_model().objects.create_user(username="kari", password=PASSWORD)
+
+
+@pytest.fixture
+def log_in(page: Page, user: Any) -> Callable[[], None]:
+    """Log in through the login form; lands on "Verify my identity"."""
+
+    def run() -> None:
+        page.goto("/login/")
+        page.get_by_label("Username").fill(user.get_username())
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        expect(page).to_have_url(re.compile(r"/verify/$"))
+
+    return run
+
+
+def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
+    """Save ``<name>.png`` under tests/screenshots/ (and docs/img/ for ``docs``)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
+    if docs and os.environ.get("EID_DOCS_SCREENSHOTS", "1") != "0":
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_IMG / path.name)
+    return path

@@ -1,0 +1,168 @@
+"""The whole flow in a real browser: the example site, django-eid and the sandbox broker.
+
+Each test logs in, starts an identification, acts as the person at the sandbox's
+login page and checks where the browser ends up. Waits are explicit
+(``expect``), never sleeps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import FrameLocator, Page, expect
+
+from django_eid.models import Identification
+from tests.browser.conftest import screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SANDBOX_PAGE = re.compile(r"/eid-sandbox/login/[^/]+/$")
+ACCOUNT_PAGE = re.compile(r"/account/$")
+START_PAGE = re.compile(r"/eid/start/$")
+
+
+def choose_person(at: Page | FrameLocator, name: str) -> None:
+    """Pick a built-in test person on the sandbox page by their full name."""
+    expect(at.get_by_role("heading", name="Identify yourself")).to_be_visible()
+    person = at.get_by_role("radio", name=re.compile(rf"^{re.escape(name)}\b"))
+    person.check()
+    expect(person).to_be_checked()
+
+
+def expect_identity(page: Page, **fields: str) -> None:
+    """The account page shows these values in its "Verified identity" list."""
+    expect(page).to_have_url(ACCOUNT_PAGE)
+    for field, value in fields.items():
+        expect(page.locator(f'dl.identity dd[data-field="{field}"]')).to_have_text(value)
+
+
+def only_identification(user: Any) -> Identification:
+    (row,) = Identification.objects.filter(user=user)
+    return row
+
+
+def test_identify_on_the_broker_page(page: Page, log_in: Callable[[], None], user: Any) -> None:
+    log_in()
+    expect(page.get_by_role("heading", name="Verify my identity")).to_be_visible()
+    screenshot(page, "verify")
+    page.get_by_role("button", name="Continue to identification").click()
+
+    expect(page).to_have_url(SANDBOX_PAGE)
+    choose_person(page, "Kari Marie Nordmann")
+    screenshot(page, "sandbox", docs=True)
+    page.get_by_role("button", name="Identify", exact=True).click()
+
+    expect_identity(
+        page,
+        name="Nordmann, Kari Marie",
+        date_of_birth="1985-03-14",
+        provider="NO_BANKID_WEB",
+    )
+    row = only_identification(user)
+    assert row.status == Identification.Status.SUCCESS
+    assert row.display == Identification.Display.REDIRECT
+    ssn = page.locator('dd[data-field="ssn"]')
+    expect(ssn).to_have_text(row.masked_social_security_number)
+    expect(ssn).to_have_text(re.compile(r"^•{9}\d{2}$"))
+    expect(page.get_by_text("Verified with eID")).to_be_visible()
+    expect(page.locator("table tbody tr")).to_have_count(1)
+    expect(page.locator("table tbody tr").first).to_contain_text("Identified")
+    screenshot(page, "account", docs=True)
+
+
+def test_identify_inside_the_iframe(page: Page, log_in: Callable[[], None], user: Any) -> None:
+    log_in()
+    page.get_by_role("button", name="Identify in a frame").click()
+
+    # The top window stays on the site; the sandbox is inside the frame.
+    expect(page).to_have_url(START_PAGE)
+    frame = page.frame_locator("iframe.eid-frame")
+    choose_person(frame, "Astrid Linnéa Lindqvist")
+    expect(frame.get_by_text("Shown in a frame of")).to_be_visible()
+    screenshot(page, "iframe", docs=True)
+    frame.get_by_role("button", name="Identify", exact=True).click()
+
+    # The callback page inside the frame moves the top window to the account page.
+    expect_identity(page, name="Lindqvist, Astrid Linnéa", provider="SWE_BANKID")
+    expect(page.locator("iframe")).to_have_count(0)
+    row = only_identification(user)
+    assert row.status == Identification.Status.SUCCESS
+    assert row.display == Identification.Display.IFRAME
+    expect(page.locator("table tbody tr").first).to_contain_text("Iframe")
+    screenshot(page, "iframe-account")
+
+
+def test_abort_returns_to_the_start_page(page: Page, log_in: Callable[[], None], user: Any) -> None:
+    log_in()
+    # The app's own start page this time: its form offers the same two displays.
+    page.goto("/eid/start/")
+    expect(page.get_by_role("radio", name="On its own page")).to_be_checked()
+    screenshot(page, "start", docs=True)
+    page.get_by_role("button", name="Verify my identity").click()
+
+    expect(page).to_have_url(SANDBOX_PAGE)
+    page.get_by_role("button", name="Abort").click()
+
+    expect(page).to_have_url(START_PAGE)
+    expect(page.get_by_role("status")).to_have_text("You cancelled the identification.")
+    assert only_identification(user).status == Identification.Status.ABORTED
+    screenshot(page, "aborted")
+
+
+def test_abort_inside_the_iframe(page: Page, log_in: Callable[[], None], user: Any) -> None:
+    log_in()
+    page.get_by_role("button", name="Identify in a frame").click()
+    frame = page.frame_locator("iframe.eid-frame")
+    expect(frame.get_by_role("heading", name="Identify yourself")).to_be_visible()
+    frame.get_by_role("button", name="Abort").click()
+
+    expect(page.get_by_role("status")).to_have_text("You cancelled the identification.")
+    expect(page.locator("iframe")).to_have_count(0)
+    expect(page).to_have_url(START_PAGE)
+    assert only_identification(user).status == Identification.Status.ABORTED
+    screenshot(page, "iframe-aborted")
+
+
+def test_error_at_the_broker_shows_the_error_page(
+    page: Page, log_in: Callable[[], None], user: Any
+) -> None:
+    log_in()
+    page.get_by_role("button", name="Continue to identification").click()
+    expect(page).to_have_url(SANDBOX_PAGE)
+    page.get_by_label("Error status").select_option("PKI_BLOCKED")
+    page.get_by_role("button", name="Fail").click()
+
+    expect(page.get_by_role("heading", name="Identification failed")).to_be_visible()
+    expect(page.get_by_role("alert")).to_have_text(
+        "The identification did not succeed. Please try again."
+    )
+    expect(page.get_by_text("Reference for support:")).to_contain_text("PKI_BLOCKED")
+    expect(page.get_by_role("link", name="Try again")).to_be_visible()
+    row = only_identification(user)
+    assert row.status == Identification.Status.ERROR
+    assert row.error_status == "PKI_BLOCKED"
+    screenshot(page, "error")
+
+
+def test_a_minor_is_rejected_by_the_sites_receiver(
+    page: Page, log_in: Callable[[], None], user: Any
+) -> None:
+    log_in()
+    page.get_by_role("button", name="Continue to identification").click()
+    expect(page).to_have_url(SANDBOX_PAGE)
+    choose_person(page, "Emma Hansen")
+    page.get_by_role("button", name="Identify", exact=True).click()
+
+    expect(page.get_by_role("heading", name="Identification not accepted")).to_be_visible()
+    expect(page.get_by_role("alert")).to_have_text("You must be 18 or older to use this service.")
+    row = only_identification(user)
+    assert row.status == Identification.Status.REJECTED
+    screenshot(page, "rejected")
+
+    page.goto("/account/")
+    expect(page.get_by_text("You have not verified your identity yet.")).to_be_visible()
+    expect(page.get_by_text("Not verified", exact=True)).to_be_visible()
+    expect(page.locator("table tbody tr").first).to_contain_text("Rejected")

@@ -1,0 +1,1 @@
+"""Tests of the identification flow: start, the three callbacks, the model, signals and admin."""

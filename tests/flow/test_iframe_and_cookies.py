@@ -1,0 +1,226 @@
+"""Iframe display (framing headers, the frame-exit page) and the callback without a cookie."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from django_eid.models import Identification
+from tests.flow.conftest import BROKER_PAGE, Broker, SignalLog, Started
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+
+
+# -- iframe display ---------------------------------------------------------------------
+
+
+def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None:
+    started = start(display="iframe")
+    response = started.response
+    assert response.templates[0].name == "django_eid/iframe.html"
+    frames = re.findall(r'<iframe[^>]*\bsrc="([^"]*)"', response.content.decode())
+    assert [html.unescape(src) for src in frames] == [BROKER_PAGE]
+    assert response["X-Frame-Options"] == "DENY"
+    assert started.row.display == Identification.Display.IFRAME
+    assert started.sent["iFrame"] == {"Domain": "testserver", "WebMessaging": False}
+    assert started.sent["domain"] == "testserver"
+
+
+def test_iframe_domain_is_the_host_without_port(broker: Broker, alice_client: Client) -> None:
+    broker.will_create()
+    response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST="localhost:8000")
+    assert response.status_code == 200
+    assert broker.sent()["iFrame"]["Domain"] == "localhost"
+    assert broker.sent()["domain"] == "localhost"
+    assert broker.sent()["ReturnUrls"]["Success"].startswith("http://localhost:8000/eid/return/")
+
+
+def test_iframe_domain_setting(start: Callable[..., Started], eid: Callable[..., None]) -> None:
+    eid(IFRAME_DOMAIN="shop.example")
+    sent = start(display="iframe").sent
+    assert sent["iFrame"]["Domain"] == "shop.example"
+    assert sent["domain"] == "shop.example"
+    # Only the iframe display names a parent domain.
+    assert "iFrame" not in start(display="redirect").sent
+
+
+def frame_exit_target(response: Any) -> str:
+    """The destination of a frame-exit page; checks the script and the plain link agree."""
+    content = response.content.decode()
+    (script,) = re.findall(r'window\.top\.location\.replace\("([^"]*)"\)', content)
+    links = re.findall(r'<a href="([^"]*)" target="_top">', content)
+    assert len(links) == 1
+    target = html.unescape(links[0])
+    assert json.loads(f'"{script}"') == target  # the script's string, JS escapes undone
+    return target
+
+
+def test_success_in_the_iframe_moves_the_top_window(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start(display="iframe", next="/account/")
+    broker.will_return(started.request_id)
+    response = alice_client.get(started.success_url())
+    assert response.status_code == 200
+    assert response.templates[0].name == "django_eid/frame_exit.html"
+    assert response["X-Frame-Options"] == "SAMEORIGIN"
+    assert frame_exit_target(response) == "/account/"
+    assert started.refresh().status == Status.SUCCESS
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    # A reload inside the frame gives the same page, nothing fetched again.
+    again = alice_client.get(started.success_url())
+    assert frame_exit_target(again) == "/account/"
+    assert len(broker.get_calls) == 1
+
+
+def test_abort_in_the_iframe_moves_the_top_window_to_the_start_page(
+    start: Callable[..., Started], alice_client: Client
+) -> None:
+    started = start(display="iframe")
+    response = alice_client.get(started.abort_url())
+    assert response.status_code == 200
+    assert response["X-Frame-Options"] == "SAMEORIGIN"
+    assert frame_exit_target(response) == "/eid/start/"
+    assert started.refresh().status == Status.ABORTED
+    # The message waits for the top window's start page.
+    assert "You cancelled the identification." in alice_client.get("/eid/start/").content.decode()
+
+
+def test_error_in_the_iframe_moves_the_top_window_to_the_result_page(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(display="iframe")
+    broker.will_return(started.request_id, "ERROR")
+    response = alice_client.get(started.error_url())
+    assert response.status_code == 200
+    result = f"/eid/result/{started.row.reference}/"
+    assert frame_exit_target(response) == result
+    page = alice_client.get(result)
+    assert page.status_code == 200
+    assert page["X-Frame-Options"] == "DENY"
+    assert "Identification failed" in page.content.decode()
+
+
+@pytest.mark.parametrize("callback", ["success", "abort", "error"])
+def test_callbacks_allow_same_origin_framing_only(
+    start: Callable[..., Started], alice_client: Client, callback: str
+) -> None:
+    started = start(display="iframe")
+    refused = alice_client.get(getattr(started, f"{callback}_url")().replace("?", "?x=1&", 1))
+    url = f"/eid/return/{started.row.reference}/{callback}/?requestId=[1]&externalId=[2]"
+    for response in (refused, alice_client.get(url)):
+        assert response["X-Frame-Options"] == "SAMEORIGIN"
+
+
+def test_the_error_page_of_a_failed_start_may_not_be_framed(
+    broker: Broker, alice_client: Client
+) -> None:
+    broker.will_fail_create(status=500)
+    response = alice_client.post("/eid/start/", {"display": "iframe"})
+    assert response.status_code == 503
+    assert response["X-Frame-Options"] == "DENY"
+
+
+# -- a callback without the session cookie ------------------------------------------------------
+
+
+def retry_url_of(response: Any) -> str:
+    content = response.content.decode()
+    (refresh,) = re.findall(r'<meta http-equiv="refresh" content="0;url=([^"]*)">', content)
+    (link,) = re.findall(r'<a href="([^"]*)">', content)
+    assert refresh == link
+    return html.unescape(link)
+
+
+@pytest.mark.parametrize(
+    ("callback", "final_status", "row_status"),
+    [
+        ("success", 302, Status.SUCCESS),
+        ("abort", 302, Status.ABORTED),
+        ("error", 200, Status.ERROR),
+    ],
+)
+def test_a_callback_without_the_cookie_gets_an_interstitial_then_completes(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    callback: str,
+    final_status: int,
+    row_status: str,
+) -> None:
+    started = start()
+    broker.will_return(started.request_id)
+    url = getattr(started, f"{callback}_url")()
+    cookieless = Client()
+    response = cookieless.get(url)
+    assert response.status_code == 200
+    assert response.templates[0].name == "django_eid/interstitial.html"
+    assert response["X-Frame-Options"] == "SAMEORIGIN"
+    assert retry_url_of(response) == f"{url}&eid_retry=1"
+    assert started.refresh().status == Status.PENDING
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    # The browser re-requests from our own page, and now sends its cookie.
+    name = settings.SESSION_COOKIE_NAME
+    cookieless.cookies[name] = alice_client.cookies[name].value
+    response = cookieless.get(retry_url_of(response))
+    assert response.status_code == final_status
+    assert started.refresh().status == row_status
+    assert len(signal_log.names) == 2
+
+
+def test_the_retry_without_the_cookie_is_refused(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start()
+    broker.will_return(started.request_id)
+    cookieless = Client()
+    retry = retry_url_of(cookieless.get(started.success_url()))
+    response = cookieless.get(retry)
+    assert response.status_code == 403
+    assert "Session expired" in response.content.decode()
+    assert started.refresh().status == Status.PENDING
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    # Nothing consumed: the browser that started it still finishes it.
+    assert alice_client.get(started.success_url()).status_code == 302
+
+
+def test_without_the_interstitial_a_cookieless_callback_is_refused(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+) -> None:
+    eid(CALLBACK_INTERSTITIAL=False)
+    started = start()
+    broker.will_return(started.request_id)
+    response = Client().get(started.success_url())
+    assert response.status_code == 403
+    assert started.refresh().status == Status.PENDING
+    assert len(broker.get_calls) == 0
+    assert alice_client.get(started.success_url()).status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [("[::1]", "[::1]"), ("[::1]:8000", "[::1]"), ("Shop.Example", "shop.example")],
+)
+def test_iframe_domain_of_other_hosts(
+    broker: Broker, alice_client: Client, settings: Any, host: str, domain: str
+) -> None:
+    settings.ALLOWED_HOSTS = ["[::1]", "shop.example"]
+    broker.will_create()
+    response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST=host)
+    assert response.status_code == 200
+    assert broker.sent()["iFrame"]["Domain"] == domain

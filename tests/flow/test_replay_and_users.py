@@ -1,0 +1,354 @@
+"""Refusals and replays: other users, other browsers, tampered URLs, expiry, double callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.test import Client, RequestFactory
+
+from django_eid import flow
+from django_eid.models import Identification
+from tests.flow.conftest import Broker, SignalLog, Started
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+
+
+def snapshot(row: Identification) -> dict[str, Any]:
+    values: dict[str, Any] = Identification.objects.filter(pk=row.pk).values().get()
+    return values
+
+
+def pending_refs(client: Client) -> set[str]:
+    return set(client.session.get("django_eid_pending", {}))
+
+
+# -- replay -------------------------------------------------------------------------
+
+
+def test_a_second_success_hit_fetches_nothing_and_sends_nothing(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start(next="/account/")
+    broker.will_return(started.request_id)
+    broker.will_return(started.request_id)
+    first = alice_client.get(started.success_url())
+    second = alice_client.get(started.success_url())
+    assert (first.status_code, second.status_code) == (302, 302)
+    assert first["Location"] == second["Location"] == "/account/"
+    assert len(broker.get_calls) == 1
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+
+
+def test_a_second_abort_hit_is_idempotent(
+    start: Callable[..., Started], alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start()
+    first = alice_client.get(started.abort_url())
+    second = alice_client.get(started.abort_url())
+    assert first["Location"] == second["Location"] == "/eid/start/"
+    assert signal_log.names == ["identification_started", "identification_aborted"]
+
+
+def test_a_second_error_hit_is_idempotent(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start()
+    broker.will_return(started.request_id, "ERROR")
+    broker.will_return(started.request_id, "ERROR")
+    first = alice_client.get(started.error_url("TIMEOUT"))
+    second = alice_client.get(started.error_url("LOGIN"))
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.content == second.content
+    assert len(broker.get_calls) == 1
+    assert started.refresh().error_status == "TIMEOUT"
+    assert signal_log.names == ["identification_started", "identification_failed"]
+
+
+def test_a_finished_session_does_not_change_through_another_callback(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    started = start()
+    broker.will_return(started.request_id)
+    alice_client.get(started.success_url())
+    response = alice_client.get(started.abort_url())
+    assert response.status_code == 302
+    assert response["Location"] == "/"  # where the success sent the user
+    assert started.refresh().status == Status.SUCCESS
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+
+
+def test_one_transition_when_two_callbacks_race(
+    start: Callable[..., Started], signal_log: SignalLog
+) -> None:
+    """Two requests each loaded the row while it was pending; only the first acts."""
+    started = start()
+    first = Identification.objects.get(pk=started.row.pk)
+    second = Identification.objects.get(pk=started.row.pk)
+    request = RequestFactory().get("/")
+    flow.abort(first, request)
+    flow.fail(second, request, "TIMEOUT")
+    assert second.status == Status.ABORTED  # refreshed, not overwritten
+    assert started.refresh().status == Status.ABORTED
+    assert started.row.error_status == ""
+    assert signal_log.names == ["identification_started", "identification_aborted"]
+
+
+# -- other users ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("callback", ["success", "abort", "error"])
+def test_another_user_cannot_finish_the_session(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    bob_client: Client,
+    signal_log: SignalLog,
+    callback: str,
+) -> None:
+    started = start()
+    before = snapshot(started.row)
+    broker.will_return(started.request_id)
+    url = getattr(started, f"{callback}_url")()
+    response = bob_client.get(url)
+    assert response.status_code == 404
+    assert snapshot(started.row) == before
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    # Alice still can.
+    assert alice_client.get(started.success_url()).status_code == 302
+    assert started.refresh().status == Status.SUCCESS
+
+
+def test_another_user_cannot_see_the_result_page(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, bob_client: Client
+) -> None:
+    started = start()
+    broker.will_return(started.request_id, "ERROR")
+    alice_client.get(started.error_url())
+    result = f"/eid/result/{started.row.reference}/"
+    assert alice_client.get(result).status_code == 200
+    response = bob_client.get(result)
+    assert response.status_code == 404
+    assert started.row.external_id not in response.content.decode()
+
+
+def test_the_result_page_of_a_pending_or_unknown_session_is_404(
+    start: Callable[..., Started], alice_client: Client, client: Client
+) -> None:
+    started = start()
+    assert alice_client.get(f"/eid/result/{started.row.reference}/").status_code == 404
+    assert alice_client.get("/eid/result/" + "A" * 32 + "/").status_code == 404
+    assert client.get(f"/eid/result/{started.row.reference}/").status_code == 302  # login
+
+
+@pytest.mark.parametrize("reference", ["A" * 32, "short", "A" * 65, "bad.reference.value"])
+def test_an_unknown_reference_is_404(
+    start: Callable[..., Started], alice_client: Client, reference: str
+) -> None:
+    started = start()
+    url = started.success_url().replace(started.row.reference, reference)
+    assert alice_client.get(url).status_code == 404
+    assert started.refresh().status == Status.PENDING
+
+
+# -- missing and tampered placeholders ---------------------------------------------------
+
+
+def _query(started: Started, callback: str, query: str) -> str:
+    path = getattr(started, f"{callback}_url")().split("?")[0]
+    return f"{path}?{query}"
+
+
+def _flip(value: str) -> str:
+    """``value`` with its last character changed."""
+    return value[:-1] + ("1" if value[-1] == "0" else "0")
+
+
+TAMPERED: dict[str, Callable[[Started, str, str], str]] = {
+    "requestId missing": lambda s, rid, ext: f"externalId={ext}",
+    "externalId missing": lambda s, rid, ext: f"requestId={rid}",
+    "nothing": lambda s, rid, ext: "",
+    "requestId empty": lambda s, rid, ext: f"requestId=&externalId={ext}",
+    "requestId changed": lambda s, rid, ext: f"requestId={_flip(rid)}&externalId={ext}",
+    "externalId changed": lambda s, rid, ext: f"requestId={rid}&externalId={_flip(ext)}",
+    "externalId of the request": lambda s, rid, ext: f"requestId={rid}&externalId={rid}",
+    "requestId twice": lambda s, rid, ext: f"requestId={rid}&requestId={rid}&externalId={ext}",
+    "externalId twice": lambda s, rid, ext: f"requestId={rid}&externalId={ext}&externalId=x",
+    "[1] left": lambda s, rid, ext: f"requestId=[1]&externalId={ext}",
+    "[2] left": lambda s, rid, ext: f"requestId={rid}&externalId=[2]",
+    "[1] left, encoded": lambda s, rid, ext: f"requestId=%5B1%5D&externalId={ext}",
+    "both left": lambda s, rid, ext: "requestId=[1]&externalId=[2]",
+    "requestId too long": lambda s, rid, ext: f"requestId={rid * 3}&externalId={ext}",
+}
+
+
+@pytest.mark.parametrize("callback", ["success", "abort"])
+@pytest.mark.parametrize("case", sorted(TAMPERED))
+def test_missing_or_tampered_placeholders_are_refused_and_consume_nothing(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    callback: str,
+    case: str,
+) -> None:
+    started = start()
+    before = snapshot(started.row)
+    broker.will_return(started.request_id)
+    rid, ext = quote(started.request_id, safe=""), started.row.external_id
+    response = alice_client.get(_query(started, callback, TAMPERED[case](started, rid, ext)))
+    assert response.status_code == 400
+    assert "did not match" in response.content.decode()
+    assert snapshot(started.row) == before
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    assert started.row.reference in pending_refs(alice_client)
+    # The genuine callback still works.
+    genuine = getattr(started, f"{callback}_url")()
+    assert alice_client.get(genuine).status_code == 302
+    assert started.refresh().status in (Status.SUCCESS, Status.ABORTED)
+
+
+def test_another_sessions_placeholders_are_refused(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    mine, other = start(), start()
+    broker.will_return(mine.request_id)
+    broker.will_return(other.request_id)
+    swapped = mine.success_url(p1=other.request_id, p2=other.row.external_id)
+    assert alice_client.get(swapped).status_code == 400
+    assert (mine.refresh().status, other.refresh().status) == (Status.PENDING, Status.PENDING)
+    assert len(broker.get_calls) == 0
+
+
+# -- this browser's session -----------------------------------------------------------------
+
+
+def test_a_reference_not_in_this_browsers_session_is_refused(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice: Any,
+    alice_client: Client,
+    signal_log: SignalLog,
+) -> None:
+    started = start()
+    before = snapshot(started.row)
+    broker.will_return(started.request_id)
+    other_browser = Client()
+    other_browser.force_login(alice)
+    for url in (started.success_url(), started.abort_url(), started.error_url()):
+        response = other_browser.get(url)
+        assert response.status_code == 403
+        assert "not started in this browser" in response.content.decode()
+    assert snapshot(started.row) == before
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    assert alice_client.get(started.success_url()).status_code == 302
+    assert started.refresh().status == Status.SUCCESS
+
+
+def test_the_oldest_pending_reference_leaves_a_full_session(
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(MAX_PENDING_PER_USER=20)
+    sessions = [start() for _ in range(9)]
+    assert pending_refs(alice_client) == {s.row.reference for s in sessions[1:]}
+    assert alice_client.get(sessions[0].abort_url()).status_code == 403
+    assert alice_client.get(sessions[1].abort_url()).status_code == 302
+
+
+# -- expiry ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("callback", ["success", "abort", "error"])
+def test_an_expired_session_becomes_expired(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    eid: Callable[..., None],
+    callback: str,
+) -> None:
+    eid(SESSION_MAX_AGE=60)
+    started = start()
+    broker.will_return(started.request_id)
+    old = started.row.created_at - timedelta(seconds=61)
+    Identification.objects.filter(pk=started.row.pk).update(created_at=old)
+    response = alice_client.get(getattr(started, f"{callback}_url")())
+    assert response.status_code == 410
+    assert "expired" in response.content.decode()
+    row = started.refresh()
+    assert row.status == Status.EXPIRED
+    assert row.completed_at is not None
+    assert len(broker.get_calls) == 0
+    assert signal_log.names == ["identification_started"]
+    # The genuine success URL does not revive it.
+    assert alice_client.get(started.success_url()).status_code == 410
+    assert started.refresh().status == Status.EXPIRED
+
+
+def test_a_session_younger_than_the_max_age_completes(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(SESSION_MAX_AGE=60)
+    started = start()
+    broker.will_return(started.request_id)
+    young = started.row.created_at - timedelta(seconds=55)
+    Identification.objects.filter(pk=started.row.pk).update(created_at=young)
+    assert alice_client.get(started.success_url()).status_code == 302
+    assert started.refresh().status == Status.SUCCESS
+
+
+# -- one account per person --------------------------------------------------------------------
+
+
+def test_one_account_per_person(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    bob_client: Client,
+    signal_log: SignalLog,
+    eid: Callable[..., None],
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True)
+    bobs = start(client=bob_client)
+    broker.will_return(bobs.request_id)
+    assert bob_client.get(bobs.success_url()).status_code == 302
+    alices = start()
+    broker.will_return(alices.request_id, IdentityProviderUniqueId="another-id")
+    response = alice_client.get(alices.success_url())
+    assert response.status_code == 200
+    assert "already verified on another account" in response.content.decode()
+    row = alices.refresh()
+    assert (row.status, row.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+    assert signal_log.names[-1] == "identification_failed"
+    assert "identification_succeeded" not in signal_log.names[3:]
+
+
+def test_the_result_page_of_a_success_sends_the_user_on(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(next="/account/")
+    broker.will_return(started.request_id)
+    alice_client.get(started.success_url())
+    response = alice_client.get(f"/eid/result/{started.row.reference}/")
+    assert response.status_code == 302
+    assert response["Location"] == "/account/"
+
+
+@pytest.mark.parametrize("method", ["post", "put", "delete", "head"])
+def test_callbacks_answer_get_only(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, method: str
+) -> None:
+    started = start()
+    broker.will_return(started.request_id)
+    for url in (started.success_url(), started.abort_url(), started.error_url()):
+        assert getattr(alice_client, method)(url).status_code == 405
+    assert started.refresh().status == Status.PENDING
+    assert len(broker.get_calls) == 0

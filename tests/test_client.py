@@ -1,0 +1,315 @@
+"""The broker client on the wire: token, create and retrieve calls, exactly as documented."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+from django_eid import __version__
+from django_eid.client import EidClient, ReturnUrls
+from django_eid.records import CreatedSession
+from tests import fixtures_client
+from tests.fixtures_client import (
+    BASIC,
+    CLIENT_ID,
+    RECORD,
+    REQUEST_ID,
+    SECRET,
+    SESSION_URL,
+    TOKEN_URL,
+    SettingsWrapper,
+    add_token,
+    api_calls,
+    eid_settings_with,
+    json_body,
+)
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+broker = fixtures_client.broker
+clean_state = fixtures_client.clean_state
+
+URLS = ReturnUrls(
+    success="https://shop.example/eid/return/ok?requestId=[1]&externalId=[2]",
+    abort="https://shop.example/eid/return/abort?requestId=[1]&externalId=[2]",
+    error="https://shop.example/eid/return/error?status=[0]",
+)
+CREATED = {
+    "Url": "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9n",
+    "RequestId": REQUEST_ID,
+}
+
+
+def add_create(rsps: responses.RequestsMock, **kwargs: Any) -> None:
+    rsps.add(responses.POST, SESSION_URL, **({"json": CREATED} | kwargs))
+
+
+def add_get(rsps: responses.RequestsMock, **kwargs: Any) -> None:
+    rsps.add(responses.GET, SESSION_URL, **({"json": RECORD} | kwargs))
+
+
+# -- the token request ------------------------------------------------------------
+
+
+def test_token_request_with_basic_authentication(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1", expires_in=3600)
+    token = EidClient().fetch_token()
+    assert (token.access_token, token.token_type, token.expires_in) == ("tok-1", "Bearer", 3600)
+    (call,) = broker.calls
+    request = call.request
+    assert request.method == "POST"
+    assert request.url == TOKEN_URL
+    assert request.headers["Authorization"] == BASIC
+    assert request.headers["Content-Type"] == "application/x-www-form-urlencoded"
+    assert request.body == "grant_type=client_credentials&scope=identify"
+    assert SECRET not in request.body
+
+
+def test_scopes_are_sent_space_delimited(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_read", "event"])
+    add_token(broker)
+    EidClient().fetch_token()
+    body = broker.calls[0].request.body
+    assert body == "grant_type=client_credentials&scope=identify+document_read+event"
+    assert parse_qs(body) == {
+        "grant_type": ["client_credentials"],
+        "scope": ["identify document_read event"],
+    }
+
+
+def test_post_method_sends_credentials_in_the_form_and_no_authorization_header(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(TOKEN_AUTH_METHOD="post", CLIENT_SECRET="s+/=&%x")
+    add_token(broker)
+    EidClient().fetch_token()
+    request = broker.calls[0].request
+    assert "Authorization" not in request.headers
+    assert parse_qs(request.body) == {
+        "grant_type": ["client_credentials"],
+        "scope": ["identify"],
+        "client_id": [CLIENT_ID],
+        "client_secret": ["s+/=&%x"],
+    }
+
+
+def test_basic_credentials_are_form_encoded_first(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    """RFC 6749 2.3.1: id and secret are form-urlencoded before base64."""
+    settings.DJANGO_EID = eid_settings_with(CLIENT_ID="my client", CLIENT_SECRET="a+b/c=d%:é")
+    add_token(broker)
+    EidClient().fetch_token()
+    value = broker.calls[0].request.headers["Authorization"]
+    assert value.startswith("Basic ")
+    assert base64.b64decode(value[6:]).decode() == "my+client:a%2Bb%2Fc%3Dd%25%3A%C3%A9"
+
+
+def test_netrc_credentials_never_replace_ours(
+    broker: responses.RequestsMock, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine api.broker.test login intruder password pw\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    add_token(broker, "tok-1")
+    add_get(broker)
+    EidClient().get_session(REQUEST_ID)
+    assert api_calls(broker)[0].request.headers["Authorization"] == "Bearer tok-1"
+
+
+@pytest.mark.parametrize("expires_in", [3600, "3600"])
+def test_token_lifetime_may_come_as_digits(
+    broker: responses.RequestsMock, expires_in: object
+) -> None:
+    body = {"access_token": "t", "expires_in": expires_in, "token_type": "bearer"}
+    broker.add(responses.POST, TOKEN_URL, json=body)
+    token = EidClient().fetch_token()
+    assert (token.expires_in, token.token_type) == (3600, "Bearer")
+
+
+# -- headers, timeout, session reuse ------------------------------------------------
+
+
+def test_every_call_sends_the_user_agent_and_the_timeout(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(TIMEOUT=4.5)
+    add_token(broker)
+    add_create(broker)
+    add_get(broker)
+    client = EidClient()
+    client.create_session(return_urls=URLS, external_reference="ref-1")
+    client.get_session(REQUEST_ID)
+    assert len(broker.calls) == 3
+    for call in broker.calls:
+        assert call.request.headers["User-Agent"].startswith(f"django-eid/{__version__}")
+        assert call.request.req_kwargs["timeout"] == 4.5
+
+
+def test_one_http_session_per_client(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    add_get(broker)
+    client = EidClient()
+    session = client.session
+    assert isinstance(session, requests.Session)
+    client.get_session(REQUEST_ID)
+    client.get_session(REQUEST_ID)
+    assert client.session is session
+    assert session.verify is True
+    client.close()
+
+
+def test_a_ca_bundle_can_be_named(settings: SettingsWrapper, tmp_path: Any) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("")
+    settings.DJANGO_EID = eid_settings_with(CA_BUNDLE=str(bundle))
+    assert EidClient().session.verify == str(bundle)
+
+
+# -- create a session -------------------------------------------------------------
+
+
+def test_create_session_minimal_body(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1")
+    add_create(broker)
+    created = EidClient().create_session(return_urls=URLS, external_reference="ref-1")
+    assert created == CreatedSession(url=CREATED["Url"], request_id=REQUEST_ID)
+    (call,) = api_calls(broker)
+    assert call.request.method == "POST"
+    assert call.request.url == SESSION_URL
+    assert call.request.headers["Authorization"] == "Bearer tok-1"
+    assert call.request.headers["Content-Type"] == "application/json"
+    assert json_body(call) == {
+        "ReturnUrls": {"Success": URLS.success, "Abort": URLS.abort, "Error": URLS.error},
+        "ExternalReference": "ref-1",
+        "GetSocialSecurityNumber": False,
+    }
+
+
+def test_create_session_full_body_is_pascal_case(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    add_create(broker)
+    EidClient().create_session(
+        return_urls=URLS,
+        external_reference="6f1c0d7e9b2a4c55a1e3f0b8d2c4e6a8",
+        identity_provider="NO_BANKID_WEB",
+        language="NO",
+        get_social_security_number=True,
+        iframe_domain="shop.example",
+    )
+    (call,) = api_calls(broker)
+    assert json_body(call) == {
+        "IdentityProvider": "NO_BANKID_WEB",
+        "ReturnUrls": {"Success": URLS.success, "Abort": URLS.abort, "Error": URLS.error},
+        "Language": "NO",
+        "GetSocialSecurityNumber": True,
+        "ExternalReference": "6f1c0d7e9b2a4c55a1e3f0b8d2c4e6a8",
+        # Both spellings of the iframe parent domain.
+        "iFrame": {"Domain": "shop.example", "WebMessaging": False},
+        "domain": "shop.example",
+    }
+
+
+def test_placeholders_reach_the_broker_unencoded(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    add_create(broker)
+    EidClient().create_session(return_urls=URLS, external_reference="ref")
+    raw = api_calls(broker)[0].request.body
+    raw = raw if isinstance(raw, bytes) else raw.encode()
+    for placeholder in (b"status=[0]", b"requestId=[1]", b"externalId=[2]"):
+        assert placeholder in raw
+    assert b"%5B" not in raw
+    assert b"\\u005b" not in raw.lower()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"url": CREATED["Url"], "requestId": REQUEST_ID},
+        {"URL": CREATED["Url"], "REQUESTID": REQUEST_ID, "Extra": True},
+    ],
+)
+def test_create_answer_names_match_case_insensitively(
+    broker: responses.RequestsMock, answer: dict[str, str]
+) -> None:
+    add_token(broker)
+    add_create(broker, json=answer)
+    created = EidClient().create_session(return_urls=URLS, external_reference="ref")
+    assert (created.url, created.request_id) == (CREATED["Url"], REQUEST_ID)
+
+
+# -- retrieve a session -----------------------------------------------------------
+
+
+def test_get_session_encodes_the_request_id(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1")
+    add_get(broker, match=[matchers.query_param_matcher({"requestId": REQUEST_ID})])
+    record = EidClient().get_session(REQUEST_ID)
+    assert record.request_id == REQUEST_ID
+    (call,) = api_calls(broker)
+    assert call.request.method == "GET"
+    assert call.request.headers["Authorization"] == "Bearer tok-1"
+    query = urlsplit(call.request.url).query
+    assert "+" not in query
+    assert "/" not in query
+    assert query.count("=") == 1
+    assert "%2B" in query
+    assert "%2F" in query
+    assert "%3D" in query
+    assert parse_qs(query) == {"requestId": [REQUEST_ID]}
+
+
+@pytest.mark.parametrize("request_id", ["a b&c=d#e?f", "æøå", "x" * 512])
+def test_any_request_id_round_trips(broker: responses.RequestsMock, request_id: str) -> None:
+    add_token(broker)
+    add_get(broker, match=[matchers.query_param_matcher({"requestId": request_id})])
+    EidClient().get_session(request_id)
+    query = urlsplit(api_calls(broker)[0].request.url).query
+    assert parse_qs(query) == {"requestId": [request_id]}
+
+
+def test_get_session_with_metadata(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    add_get(broker, json={**RECORD, "MetaData": {"certificate": "MII..."}})
+    record = EidClient().get_session("r1", metadata=True)
+    query = parse_qs(urlsplit(api_calls(broker)[0].request.url).query)
+    assert query == {"requestId": ["r1"], "metaData": ["true"]}
+    assert record.metadata == {"certificate": "MII..."}
+
+
+def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    add_get(broker, json={**RECORD, "newField": 1})
+    record = EidClient().get_session(REQUEST_ID)
+    assert record.is_success
+    assert record.first_name == "Kari"
+    assert record.environment_info.ip_address == "203.0.113.7"
+    assert dict(record.raw) == {"newField": 1}
+
+
+def test_the_base_url_may_carry_a_path(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(BASE_URL="https://api.broker.test/v2/")
+    add_token(broker)
+    broker.add(responses.GET, "https://api.broker.test/v2/identification/session", json=RECORD)
+    EidClient().get_session("r1")
+    assert broker.calls[-1].request.url.startswith(
+        "https://api.broker.test/v2/identification/session?requestId=r1"
+    )
+
+
+def test_json_bodies_are_utf8(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    body = json.dumps({**RECORD, "FirstName": "Åse Øyvor"}, ensure_ascii=False).encode()
+    broker.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
+    assert EidClient().get_session("r1").first_name == "Åse Øyvor"

@@ -1,0 +1,222 @@
+"""Every error body of the wire-format page becomes a typed error without secrets in it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import responses
+
+from django_eid.client import EidClient, ReturnUrls
+from django_eid.exceptions import (
+    EidApiError,
+    EidProtocolError,
+    InvalidClient,
+    InvalidScope,
+    TokenError,
+)
+from tests import fixtures_client
+from tests.fixtures_client import (
+    REQUEST_ID,
+    SECRET,
+    SESSION_URL,
+    TOKEN_URL,
+    SettingsWrapper,
+    add_token,
+    api_calls,
+    eid_settings_with,
+)
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+broker = fixtures_client.broker
+clean_state = fixtures_client.clean_state
+
+URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")
+CREATED = {"Url": "https://id.broker.test/start", "RequestId": "r1"}
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzY29wZSI6WyJpZGVudGlmeSJdfQ.c2lnbmF0dXJl"
+SSN = "31127112345"
+
+
+def get(client: EidClient | None = None) -> Any:
+    return (client or EidClient()).get_session(REQUEST_ID)
+
+
+def create(client: EidClient | None = None) -> Any:
+    return (client or EidClient()).create_session(return_urls=URLS, external_reference="ref")
+
+
+# -- error bodies of the API -----------------------------------------------------------
+
+API_BODIES: list[tuple[int, dict[str, Any], str | None]] = [
+    (400, {"json": {"message": "ReturnUrls is required", "code": "VALIDATION"}}, "VALIDATION"),
+    (
+        422,
+        {"json": {"message": "Invalid", "errors": [{"field": "Language", "message": "bad"}]}},
+        "Language: bad",
+    ),
+    (400, {"json": {"error": "invalid_request", "error_description": "no id"}}, "no id"),
+    (402, {"json": {"message": "Subscription required", "code": 402}}, "Subscription required"),
+    (404, {"body": ""}, "an empty body"),
+    (
+        403,
+        {"body": "<html><body>Forbidden</body></html>", "content_type": "text/html"},
+        "text/html",
+    ),
+    (400, {"body": "not json {", "content_type": "application/json"}, "non-JSON"),
+    (409, {"json": ["a", "list"]}, None),
+    (400, {"body": "[" * 100_000, "content_type": "application/json"}, "non-JSON"),
+    (400, {"json": {"errors": "a string", "message": None}}, None),
+]
+
+
+@pytest.mark.parametrize(("status", "answer", "shown"), API_BODIES)
+@pytest.mark.parametrize("call", [get, create])
+def test_error_bodies_become_api_errors(
+    broker: responses.RequestsMock,
+    status: int,
+    answer: dict[str, Any],
+    shown: str | None,
+    call: Any,
+) -> None:
+    add_token(broker)
+    method = responses.GET if call is get else responses.POST
+    broker.add(method, SESSION_URL, status=status, headers={"X-Request-Id": "brk-42"}, **answer)
+    with pytest.raises(EidApiError) as info:
+        call()
+    err = info.value
+    assert err.status_code == status
+    assert err.broker_request_id == "brk-42"
+    message = str(err)
+    assert f"{method} {SESSION_URL}" in message
+    assert str(status) in message
+    assert "brk-42" in message
+    if shown:
+        assert shown in message
+    if "json" in answer and isinstance(answer["json"], dict):
+        assert err.body == answer["json"]
+    else:
+        assert err.body is None
+    assert "<html>" not in message
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"body": "<html>oops</html>", "content_type": "text/html"},
+        {"body": ""},
+        {"json": ["a"]},
+        {"body": b"\xff\xfe\x00", "content_type": "application/json"},
+        {"body": b"[" * 100_000, "content_type": "application/json"},
+    ],
+)
+def test_a_2xx_that_is_not_the_contract_is_a_protocol_error(
+    broker: responses.RequestsMock, answer: dict[str, Any]
+) -> None:
+    add_token(broker)
+    broker.add(responses.GET, SESSION_URL, **answer)
+    broker.add(responses.POST, SESSION_URL, status=201, **answer)
+    with pytest.raises(EidProtocolError, match=f"GET {SESSION_URL}"):
+        get()
+    with pytest.raises(EidProtocolError, match=f"POST {SESSION_URL}"):
+        create()
+
+
+# -- error bodies of the token endpoint ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "cls", "error"),
+    [
+        (400, {"json": {"error": "invalid_scope"}}, InvalidScope, "invalid_scope"),
+        (401, {"json": {"error": "invalid_client"}}, InvalidClient, "invalid_client"),
+        (400, {"json": {"error": "invalid_client"}}, InvalidClient, "invalid_client"),
+        (401, {"body": ""}, InvalidClient, None),
+        (400, {"json": {"error": "invalid_request", "error_description": "x"}}, TokenError, "invalid_request"),
+        (400, {"json": {"error": "unauthorized_client"}}, TokenError, "unauthorized_client"),
+        (400, {"json": {"error": "unsupported_grant_type"}}, TokenError, "unsupported_grant_type"),
+        (400, {"json": {"error": "invalid_grant"}}, TokenError, "invalid_grant"),
+        (400, {"json": {"error": 7}}, TokenError, None),
+        (404, {"body": "<h1>Not found</h1>", "content_type": "text/html"}, TokenError, None),
+        (400, {"json": {"message": "bad", "code": "X"}}, TokenError, None),
+    ],
+)  # fmt: skip
+def test_token_errors(
+    broker: responses.RequestsMock,
+    status: int,
+    answer: dict[str, Any],
+    cls: type,
+    error: str | None,
+) -> None:
+    broker.add(responses.POST, TOKEN_URL, status=status, **answer)
+    with pytest.raises(TokenError) as info:
+        EidClient().fetch_token()
+    assert type(info.value) is cls
+    assert info.value.error == error
+    assert info.value.status_code == status
+    assert f"POST {TOKEN_URL} answered {status}" in str(info.value)
+
+
+def test_invalid_scope_names_the_scopes(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_file"])
+    broker.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
+    with pytest.raises(InvalidScope, match="identify document_file"):
+        get()
+    assert api_calls(broker) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"access_token": "", "expires_in": 3600},
+        {"access_token": 5, "expires_in": 3600},
+        {"access_token": "t"},
+        {"access_token": "t", "expires_in": 0},
+        {"access_token": "t", "expires_in": -5},
+        {"access_token": "t", "expires_in": "soon"},
+        {"access_token": "t", "expires_in": True},
+        {"access_token": "t", "expires_in": 1.5},
+        {"access_token": "t", "expires_in": 3600, "token_type": "mac"},
+        {"access_token": "t", "expires_in": 3600, "token_type": 1},
+        ["access_token"],
+        "token",
+    ],
+)
+def test_a_malformed_token_answer_is_a_protocol_error(
+    broker: responses.RequestsMock, body: Any
+) -> None:
+    broker.add(responses.POST, TOKEN_URL, json=body)
+    with pytest.raises(EidProtocolError, match=f"POST {TOKEN_URL}"):
+        EidClient().fetch_token()
+
+
+# -- nothing secret in any message ----------------------------------------------------
+
+ECHOES = f"secret {SECRET} token {TOKEN} nin {SSN}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": ECHOES, "code": ECHOES},
+        {"message": "x", "errors": [{"field": SSN, "message": ECHOES}]},
+        {"error": ECHOES, "error_description": ECHOES},
+    ],
+)
+def test_no_message_carries_a_secret_token_or_number(
+    broker: responses.RequestsMock, body: dict[str, Any]
+) -> None:
+    add_token(broker, TOKEN)
+    broker.add(responses.GET, SESSION_URL, status=400, json=body)
+    with pytest.raises(EidApiError) as api_info:
+        get()
+    broker.replace(responses.POST, TOKEN_URL, status=400, json=body)
+    with pytest.raises(TokenError) as token_info:
+        EidClient().fetch_token()
+    for err in (api_info.value, token_info.value):
+        for text in (str(err), repr(err), str(getattr(err, "description", ""))):
+            assert SECRET not in text
+            assert TOKEN not in text
+            assert SSN not in text

@@ -1,0 +1,147 @@
+"""The documentation matches the code: every setting, check id, command, signal, URL name,
+model field and exception is documented, and the README's links and pictures exist.
+
+(``mkdocs build --strict`` in ``make test`` catches broken links inside ``docs/``; this
+catches what the code has and the documentation forgot.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.dispatch import Signal
+from django.urls import URLPattern
+
+import django_eid
+from django_eid import exceptions, signals
+from django_eid.conf import DEFAULTS
+from django_eid.models import Identification
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(django_eid.__file__).resolve().parent
+DOCS = ROOT / "docs"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+REQUIRED = {"CLIENT_ID", "CLIENT_SECRET", "BASE_URL", "AUTH_URL"}
+
+
+def doc(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def headings(text: str) -> set[str]:
+    """The code spans that are a whole heading: ``### `NAME` ``."""
+    return set(re.findall(r"^#{2,4} `([^`]+)`\s*$", text, flags=re.MULTILINE))
+
+
+def shown(value: Any) -> str:
+    """A default as the documentation writes it."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        items = ", ".join(shown(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    return repr(value)
+
+
+def readme_settings() -> dict[str, str]:
+    """README settings table: key -> default cell."""
+    rows = re.findall(r"^\| `([A-Z_]+)` \| [^|]+ \| ([^|]+) \|", README, flags=re.MULTILINE)
+    return {key: default.strip() for key, default in rows}
+
+
+def test_the_readme_table_lists_every_setting_with_its_default() -> None:
+    table = readme_settings()
+    assert set(table) == set(DEFAULTS)
+    for key, value in DEFAULTS.items():
+        expected = "required" if key in REQUIRED else f"`{shown(value)}`"
+        assert table[key] == expected, key
+
+
+def test_the_settings_reference_documents_every_setting() -> None:
+    text = doc("reference/settings.md")
+    assert headings(text) == set(DEFAULTS)
+    row = r"^\| \[`([A-Z_]+)`\]\(#[a-z_]+\) \| [^|]+ \| ([^|]+) \|"
+    summary = dict(re.findall(row, text, flags=re.MULTILINE))
+    assert set(summary) == set(DEFAULTS)
+    for key, value in DEFAULTS.items():
+        expected = "required" if key in REQUIRED else f"`{shown(value)}`"
+        assert summary[key].strip().startswith(expected), key
+
+
+def check_ids() -> set[str]:
+    """Every system check id the code can emit (some are built from tuples of suffixes)."""
+    ids = set()
+    for path in (PACKAGE / "conf.py", PACKAGE / "sandbox" / "checks.py"):
+        source = path.read_text(encoding="utf-8")
+        ids |= {f"django_eid.{m}" for m in re.findall(r"\b([EW]\d{3})\b", source)}
+    return ids
+
+
+def test_the_checks_reference_lists_every_check_id() -> None:
+    ids = check_ids()
+    assert len(ids) > 20
+    assert headings(doc("reference/checks.md")) == ids
+
+
+def test_the_commands_reference_lists_every_command() -> None:
+    commands = {
+        p.stem for p in (PACKAGE / "management" / "commands").glob("*.py") if p.stem != "__init__"
+    }
+    assert {"eid_check", "eid_purge", "eid_reencrypt"} <= commands
+    assert headings(doc("reference/commands.md")) == commands
+
+
+def test_the_signals_reference_lists_every_signal() -> None:
+    names = {n for n, v in vars(signals).items() if isinstance(v, Signal)}
+    assert len(names) == 4
+    assert names <= headings(doc("reference/signals.md"))
+
+
+def test_the_exceptions_reference_lists_every_exception() -> None:
+    names = {
+        n
+        for n, v in vars(exceptions).items()
+        if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == exceptions.__name__
+    }
+    assert names <= headings(doc("reference/exceptions.md"))
+
+
+def test_the_urls_reference_lists_every_url_name() -> None:
+    from django_eid import urls
+
+    names = {p.name for p in urls.urlpatterns if isinstance(p, URLPattern)}
+    text = doc("reference/urls.md")
+    for name in names:
+        assert f"`django_eid:{name}`" in text, name
+
+
+def test_the_model_reference_lists_every_field() -> None:
+    text = doc("reference/models.md")
+    fields = {f.name for f in Identification._meta.get_fields() if f.concrete}
+    missing = {f for f in fields - {"id"} if f"`{f}`" not in text}
+    assert not missing
+    for status in Identification.Status:
+        assert f"| `{status.value}` | {status.label} |" in text
+
+
+def local_links(text: str) -> set[str]:
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    return {t.split("#")[0] for t in targets if not re.match(r"^[a-z]+:", t) and t[0] != "#"}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_links_and_pictures_exist(source: Path) -> None:
+    # mkdocs checks links between pages, but neither images nor the README.
+    missing = [
+        target
+        for target in local_links(source.read_text(encoding="utf-8"))
+        if not (source.parent / target).exists()
+    ]
+    assert not missing, f"{source.relative_to(ROOT)} links to missing files: {missing}"

@@ -1,0 +1,216 @@
+"""``manage.py eid_check``: one fresh token request, a clear report, never the secrets."""
+
+from __future__ import annotations
+
+import socket
+from io import StringIO
+from typing import Any
+
+import pytest
+import requests
+import responses
+from django.core.cache import caches
+from django.core.management import call_command, execute_from_command_line
+from django.core.management.base import CommandError
+
+from django_eid.client import EidClient
+from tests import fixtures_client
+from tests.fixtures_client import (
+    BASIC,
+    SECRET,
+    TOKEN_URL,
+    SettingsWrapper,
+    add_token,
+    eid_settings_with,
+    token_calls,
+)
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+broker = fixtures_client.broker
+clean_state = fixtures_client.clean_state
+no_backoff = fixtures_client.no_backoff
+
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJjbGllbnRfaWQiOiJ0ZXN0In0.c2lnbmF0dXJlLXZhbHVl"
+
+
+def run() -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("eid_check", stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def fail() -> str:
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError) as info:
+        call_command("eid_check", stdout=out, stderr=err)
+    message = str(info.value)
+    for text in (message, out.getvalue(), err.getvalue()):
+        assert SECRET not in text
+        assert TOKEN not in text
+    assert "\n" not in message
+    return message
+
+
+def test_a_working_setup_is_reported(broker: responses.RequestsMock) -> None:
+    add_token(broker, TOKEN, expires_in=3600)
+    out, err = run()
+    assert "Token endpoint: https://auth.broker.test/oauth/connect/token" in out
+    assert "Scopes asked: identify" in out
+    assert "Token type: Bearer" in out
+    assert "Lifetime: 3600 s" in out
+    assert "OK" in out
+    for text in (out, err):
+        assert TOKEN not in text
+        assert SECRET not in text
+    (call,) = broker.calls
+    assert call.request.headers["Authorization"] == BASIC
+
+
+def test_a_fresh_token_is_fetched_even_when_one_is_cached(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-cached")
+    add_token(broker, TOKEN)
+    client = EidClient()
+    client.get_token()
+    run()
+    assert len(token_calls(broker)) == 2
+    # The check does not replace the token the site is using.
+    assert caches["default"].get(client.tokens.key)["access_token"] == "tok-cached"
+
+
+def test_all_scopes_are_listed(settings: SettingsWrapper, broker: responses.RequestsMock) -> None:
+    settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "event"], TOKEN_AUTH_METHOD="post")
+    add_token(broker)
+    out, _ = run()
+    assert "Scopes asked: identify event" in out
+    assert "Client authentication: post" in out
+    assert "Authorization" not in broker.calls[0].request.headers
+
+
+def test_invalid_scope_names_the_scopes(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_file"])
+    broker.add(
+        responses.POST,
+        TOKEN_URL,
+        status=400,
+        json={"error": "invalid_scope", "error_description": "document_file not allowed"},
+    )
+    message = fail()
+    assert message.startswith("invalid_scope")
+    assert "identify document_file" in message
+    assert "document_file not allowed" in message
+
+
+@pytest.mark.parametrize(
+    ("status", "answer"),
+    [
+        (401, {"json": {"error": "invalid_client"}}),
+        (400, {"json": {"error": "invalid_client", "error_description": f"bad {SECRET}"}}),
+        (401, {"body": ""}),
+    ],
+)
+def test_bad_credentials_say_so(
+    broker: responses.RequestsMock, status: int, answer: dict[str, Any]
+) -> None:
+    broker.add(responses.POST, TOKEN_URL, status=status, **answer)
+    message = fail()
+    assert message.startswith("Bad credentials")
+    assert "test-client" in message
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"body": requests.ConnectionError("Name or service not known")},
+        {"body": requests.ConnectTimeout()},
+        {"status": 503},
+    ],
+)
+def test_an_unreachable_broker_says_so(
+    broker: responses.RequestsMock, no_backoff: list[float], failure: dict[str, Any]
+) -> None:
+    broker.add(responses.POST, TOKEN_URL, **failure)
+    message = fail()
+    assert message.startswith("Broker unreachable")
+    assert TOKEN_URL in message
+    assert len(broker.calls) == 3
+
+
+def test_a_refused_connection_on_loopback(
+    settings: SettingsWrapper, no_backoff: list[float]
+) -> None:
+    with socket.socket() as sock:  # a port that nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.DEBUG = True
+    settings.DJANGO_EID = eid_settings_with(AUTH_URL=f"http://127.0.0.1:{port}", TIMEOUT=2)
+    message = fail()
+    assert message.startswith("Broker unreachable")
+    assert "could not connect" in message
+
+
+@pytest.mark.parametrize(
+    ("answer", "start"),
+    [
+        ({"status": 400, "json": {"error": "unsupported_grant_type"}}, "No token issued"),
+        ({"status": 404, "body": "<html>nope</html>", "content_type": "text/html"}, "No token"),
+        ({"status": 200, "body": "<html>login</html>"}, "Unexpected answer"),
+        ({"status": 200, "json": {"access_token": TOKEN}}, "Unexpected answer"),
+        ({"status": 302, "headers": {"Location": "https://evil.test/"}}, "Unexpected answer"),
+    ],
+)
+def test_other_failures(broker: responses.RequestsMock, answer: dict[str, Any], start: str) -> None:
+    broker.add(responses.POST, TOKEN_URL, **answer)
+    assert fail().startswith(start)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check_id"),
+    [
+        ({"CLIENT_SECRET": None}, "E002"),
+        ({"AUTH_URL": "auth.broker.test"}, "E004"),
+        ({"TOKEN_AUTH_METHOD": "jwt"}, "E005"),
+    ],
+)
+def test_configuration_errors(
+    settings: SettingsWrapper,
+    broker: responses.RequestsMock,
+    overrides: dict[str, Any],
+    check_id: str,
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(**overrides)
+    message = fail()
+    assert message.startswith("Configuration error")
+    assert check_id in message
+    assert len(broker.calls) == 0
+
+
+def test_warnings_are_shown_but_do_not_fail(broker: responses.RequestsMock) -> None:
+    add_token(broker)
+    _, err = run()
+    assert "django_eid.W003" in err  # the test settings use a per-process cache
+
+
+def test_exit_status_from_the_command_line(
+    broker: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
+    with pytest.raises(SystemExit) as info:
+        execute_from_command_line(["manage.py", "eid_check"])
+    assert info.value.code != 0
+    captured = capsys.readouterr()
+    error_lines = [line for line in captured.err.splitlines() if "Error" in line]
+    assert len(error_lines) == 1
+    assert "invalid_scope" in error_lines[0]
+    assert SECRET not in captured.err + captured.out
+
+
+def test_success_from_the_command_line(
+    broker: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_token(broker, TOKEN)
+    execute_from_command_line(["manage.py", "eid_check"])
+    captured = capsys.readouterr()
+    assert "Lifetime: 3600 s" in captured.out
+    assert TOKEN not in captured.out + captured.err

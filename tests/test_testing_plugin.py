@@ -1,0 +1,296 @@
+"""The ``eid_broker`` fixture, and the whole app flow end to end against it."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from django.core.cache import caches
+from django.test import Client
+from django.urls import reverse
+
+from django_eid import signals
+from django_eid.client import get_client
+from django_eid.conf import eid_settings
+from django_eid.exceptions import IdentificationRejected
+from django_eid.models import Identification
+from django_eid.sandbox.fake import forget_tokens
+from django_eid.testing import EidBroker
+from tests import fixtures_client
+from tests.fixtures_client import SettingsWrapper, eid_settings_with
+
+pytest_plugins = ["pytester"]
+clean_state = fixtures_client.clean_state  # autouse: empty caches, no per-thread client
+no_backoff = fixtures_client.no_backoff
+
+Status = Identification.Status
+
+
+@pytest.fixture
+def user_client(client: Client, django_user_model: Any) -> Client:
+    client.force_login(django_user_model.objects.create_user("kari"))
+    return client
+
+
+@pytest.fixture
+def sent() -> Iterator[list[tuple[str, Identification]]]:
+    """The django-eid signals sent during the test, as (name, identification)."""
+    received: list[tuple[str, Identification]] = []
+    names = ("started", "succeeded", "aborted", "failed")
+    receivers = {}
+    for name in names:
+
+        def receiver(
+            sender: Any, identification: Identification, _n: str = name, **kw: Any
+        ) -> None:
+            received.append((_n, identification))
+
+        receivers[name] = receiver
+        getattr(signals, f"identification_{name}").connect(receiver, weak=False)
+    yield received
+    for name, receiver in receivers.items():
+        getattr(signals, f"identification_{name}").disconnect(receiver)
+
+
+def start(client: Client, **data: str) -> Any:
+    response = client.post(reverse("django_eid:start"), data)
+    assert response.status_code == 302, response.content
+    return response
+
+
+# -- the whole flow ------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_success_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
+    response = start(user_client)
+    session = eid_broker.pending()
+    assert response["Location"] == f"https://api.broker.test/login/{session.request_id}/"
+    person = eid_broker.persons.NORWEGIAN
+    response = user_client.get(eid_broker.complete(person))
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+    row = Identification.objects.get()
+    assert row.status == Status.SUCCESS
+    assert row.request_id == session.request_id
+    assert (row.first_name, row.middle_name, row.last_name) == ("Kari", "Marie", "Nordmann")
+    assert row.name == "Nordmann, Kari Marie"
+    assert row.date_of_birth == person.birth_date
+    assert row.identity_provider_unique_id == person.identity_provider_unique_id
+    assert row.identity_provider == "NO_BANKID_WEB"
+    assert row.social_security_number is None  # not requested by default
+    assert row.ip_address == person.ip_address
+    assert [name for name, _ in sent] == ["started", "succeeded"]
+    assert sent[1][1].pk == row.pk
+    assert eid_broker.retrieve_requests == [session.request_id]
+
+
+@pytest.mark.django_db
+def test_what_the_app_sent(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    row = Identification.objects.get()
+    (body,) = eid_broker.create_requests
+    assert body["ExternalReference"] == row.external_id
+    assert body["Language"] == "EN"
+    assert body["GetSocialSecurityNumber"] is False
+    assert body["ReturnUrls"]["Success"].endswith("?requestId=[1]&externalId=[2]")
+    assert body["ReturnUrls"]["Error"].endswith("/error/?status=[0]")
+    assert eid_broker.token_requests == 1
+    start(user_client)
+    assert eid_broker.token_requests == 1  # the token is cached and reused
+    assert [s.status for s in eid_broker.sessions] == ["CREATED", "CREATED"]
+
+
+@pytest.mark.django_db
+def test_the_number_and_a_minor(
+    user_client: Client, eid_broker: EidBroker, settings: SettingsWrapper
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(GET_SOCIAL_SECURITY_NUMBER=True)
+    start(user_client)
+    minor = eid_broker.persons.MINOR
+    user_client.get(eid_broker.complete(minor))
+    row = Identification.objects.get()
+    assert row.social_security_number == minor.national_identity_number
+    assert row.date_of_birth == minor.birth_date
+    assert row.age is not None
+    assert row.age < 18
+
+
+@pytest.mark.django_db
+def test_a_receiver_rejects_a_minor(user_client: Client, eid_broker: EidBroker) -> None:
+    def adults_only(sender: Any, identification: Identification, **kwargs: Any) -> None:
+        if (identification.age or 0) < 18:
+            raise IdentificationRejected("Adults only.")
+
+    signals.identification_succeeded.connect(adults_only, weak=False)
+    try:
+        start(user_client)
+        response = user_client.get(eid_broker.complete(eid_broker.persons.MINOR))
+    finally:
+        signals.identification_succeeded.disconnect(adults_only)
+    assert response.status_code == 200
+    assert "Adults only." in response.content.decode()
+    assert Identification.objects.get().status == Status.REJECTED
+
+
+@pytest.mark.django_db
+def test_overrides_and_d_number(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    user_client.get(eid_broker.complete(eid_broker.persons.D_NUMBER, first_name="Janusz"))
+    row = Identification.objects.get()
+    assert (row.first_name, row.date_of_birth) == ("Janusz", eid_broker.persons.D_NUMBER.birth_date)
+
+
+@pytest.mark.django_db
+def test_abort_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
+    start(user_client)
+    response = user_client.get(eid_broker.abort())
+    assert response.status_code == 302
+    assert Identification.objects.get().status == Status.ABORTED
+    assert [name for name, _ in sent] == ["started", "aborted"]
+
+
+@pytest.mark.django_db
+def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
+    start(user_client)
+    response = user_client.get(eid_broker.fail("LOGIN"))
+    assert response.status_code == 200  # the outcome page, with a way to try again
+    assert reverse("django_eid:start") in response.content.decode()
+    row = Identification.objects.get()
+    assert (row.status, row.error_status, row.error_code) == (Status.ERROR, "LOGIN", "LOGIN")
+    assert row.error_message
+    assert [name for name, _ in sent] == ["started", "failed"]
+
+
+@pytest.mark.django_db
+def test_iframe_display_sends_the_parent_domain(user_client: Client, eid_broker: EidBroker) -> None:
+    response = user_client.post(reverse("django_eid:start"), {"display": "iframe"})
+    assert response.status_code == 200
+    (body,) = eid_broker.create_requests
+    assert body["iFrame"]["Domain"] == body["domain"] == "testserver"
+    assert eid_broker.pending().iframe_domain == "testserver"
+    response = user_client.get(eid_broker.complete())
+    assert Identification.objects.get().status == Status.SUCCESS
+
+
+# -- breaking the broker on purpose ------------------------------------------------------------
+@pytest.mark.django_db
+def test_create_fails(user_client: Client, eid_broker: EidBroker) -> None:
+    eid_broker.fail_next("create", 503)
+    response = user_client.post(reverse("django_eid:start"))
+    assert response.status_code == 503
+    assert Identification.objects.get().status == Status.ERROR
+    assert eid_broker.sessions == []
+    with pytest.raises(LookupError, match="No pending sandbox session"):
+        eid_broker.complete()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_backoff")
+def test_retrieve_fails_then_recovers(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    url = eid_broker.complete()
+    eid_broker.fail_next("retrieve", exception=requests.ConnectionError("down"), times=3)
+    assert user_client.get(url).status_code == 503
+    assert Identification.objects.get().status == Status.PENDING
+    assert user_client.get(url).status_code == 302  # reloading works once the broker is back
+    assert Identification.objects.get().status == Status.SUCCESS
+
+
+@pytest.mark.django_db
+def test_a_revoked_token_is_renewed_once(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    eid_broker.revoke_tokens()
+    user_client.get(eid_broker.complete())
+    assert Identification.objects.get().status == Status.SUCCESS
+    assert eid_broker.token_requests == 2
+
+
+@pytest.mark.django_db
+def test_token_failure_bodies(user_client: Client, eid_broker: EidBroker) -> None:
+    eid_broker.fail_next("token", 400, body={"error": "invalid_scope"})
+    assert user_client.post(reverse("django_eid:start")).status_code == 502
+    eid_broker.fail_next("token", 500, body="<html>oops</html>")
+    assert user_client.post(reverse("django_eid:start")).status_code == 503
+    with pytest.raises(ValueError, match="unknown endpoint"):
+        eid_broker.fail_next("nope", 500)  # type: ignore[arg-type]
+
+
+# -- the fixture itself ------------------------------------------------------------------------
+def test_the_fixture_clears_the_shared_token(eid_broker: EidBroker) -> None:
+    client = get_client()
+    client.get_token()
+    cache = caches[eid_settings.TOKEN_CACHE]
+    assert cache.get(client.tokens.key) is not None
+    forget_tokens()
+    # forget_tokens() computes the key itself; it must be the client's.
+    assert cache.get(client.tokens.key) is None
+    assert get_client() is not client
+
+
+def test_the_fixture_follows_the_settings(settings: SettingsWrapper) -> None:
+    settings.DJANGO_EID = eid_settings_with(BASE_URL="https://other.test/api")
+    broker = EidBroker.from_settings()
+    assert broker.session_url == "https://other.test/api/identification/session"
+    assert broker.token_url == "https://auth.broker.test/oauth/connect/token"
+
+
+def test_the_plugin_imports_without_django() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, django_eid.testing as t\n"
+        "assert 'django.conf' not in sys.modules, 'django imported'\n"
+        "assert 'responses' not in sys.modules, 'responses imported'\n"
+        "assert t.EidBroker.__name__ == 'EidBroker'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)  # noqa: S603
+
+
+SITE_TEST = """
+    from django.urls import reverse
+    from django_eid import signals
+
+    verified = []
+    signals.identification_succeeded.connect(
+        lambda identification, **kw: verified.append(identification.last_name), weak=False
+    )
+
+    def test_my_receiver(client, django_user_model, eid_broker):
+        client.force_login(django_user_model.objects.create_user("kari"))
+        client.post(reverse("django_eid:start"))
+        client.get(eid_broker.complete(eid_broker.persons.SWEDISH))
+        assert verified == ["Lindqvist"]
+"""
+
+SITE_SETTINGS = """
+    SECRET_KEY = "site"
+    INSTALLED_APPS = ["django.contrib.auth", "django.contrib.contenttypes",
+                      "django.contrib.sessions", "django_eid"]
+    MIDDLEWARE = ["django.contrib.sessions.middleware.SessionMiddleware",
+                  "django.contrib.auth.middleware.AuthenticationMiddleware"]
+    ROOT_URLCONF = "site_urls"
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True}]
+    USE_TZ = True
+    DJANGO_EID = {"CLIENT_ID": "site", "CLIENT_SECRET": "site-secret",
+                  "BASE_URL": "https://broker.site.test", "AUTH_URL": "https://auth.site.test"}
+"""
+
+
+def test_a_site_gets_the_fixture_from_the_entry_point(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        site_settings=textwrap.dedent(SITE_SETTINGS),
+        site_urls=(
+            "from django.urls import include, path\n"
+            'urlpatterns = [path("eid/", include("django_eid.urls"))]\n'
+        ),
+        test_site=textwrap.dedent(SITE_TEST),
+    )
+    pytester.makeini("[pytest]\nDJANGO_SETTINGS_MODULE = site_settings\npythonpath = .\n")
+    # Only entry-point plugins: no conftest names the fixture.
+    # --ds: an outer DJANGO_SETTINGS_MODULE would otherwise win over the ini file.
+    result = pytester.runpytest_subprocess("--ds=site_settings", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,320 @@
+"""The access token is shared through the Django cache: one token request per lifetime."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from typing import Any
+
+import pytest
+import responses
+from django.core.cache import caches
+
+import django_eid.tokens
+from django_eid.client import EidClient
+from django_eid.exceptions import EidApiError, InvalidScope
+from django_eid.tokens import AccessToken, cache_key
+from tests import fixtures_client
+from tests.fixtures_client import (
+    RECORD,
+    REQUEST_ID,
+    SECRET,
+    SESSION_URL,
+    TOKEN_URL,
+    SettingsWrapper,
+    add_token,
+    api_calls,
+    eid_settings_with,
+    token_calls,
+)
+
+# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
+broker = fixtures_client.broker
+clean_state = fixtures_client.clean_state
+
+
+class Clock:
+    """A fake clock for django_eid.tokens: time passes only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(django_eid.tokens, "time", fake)
+    return fake
+
+
+def add_record(rsps: responses.RequestsMock, status: int = 200, json: Any = RECORD) -> None:
+    rsps.add(responses.GET, SESSION_URL, json=json, status=status)
+
+
+def bearer(call: Any) -> str:
+    return str(call.request.headers["Authorization"])
+
+
+def test_two_clients_sharing_a_cache_make_one_token_request(
+    broker: responses.RequestsMock,
+) -> None:
+    add_token(broker, "tok-shared")
+    add_record(broker)
+    first, second = EidClient(), EidClient()
+    first.get_session(REQUEST_ID)
+    second.get_session(REQUEST_ID)
+    second.get_session(REQUEST_ID)
+    assert len(token_calls(broker)) == 1
+    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-shared"] * 3
+    assert first.get_token().access_token == second.get_token().access_token == "tok-shared"
+
+
+def test_the_token_lives_in_the_configured_cache(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    loc = "django.core.cache.backends.locmem.LocMemCache"
+    settings.CACHES = {
+        "default": {"BACKEND": loc, "LOCATION": "default"},
+        "tokens": {"BACKEND": loc, "LOCATION": "tokens"},
+    }
+    settings.DJANGO_EID = eid_settings_with(TOKEN_CACHE="tokens")
+    add_token(broker)
+    client = EidClient()
+    client.get_token()
+    assert caches["tokens"].get(client.tokens.key)["access_token"] == "tok-1"
+    assert caches["default"].get(client.tokens.key) is None
+
+
+def test_the_secret_is_neither_in_the_key_nor_in_the_cache(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    add_token(broker)
+    client = EidClient()
+    client.get_token()
+    key = client.tokens.key
+    assert SECRET not in key
+    assert key.startswith("django_eid:token:")
+    stored = caches["default"].get(key)
+    assert SECRET not in repr(stored)
+    assert SECRET.encode() not in pickle.dumps(stored)
+    # The key follows the client id, scopes and URLs, not the secret.
+    settings.DJANGO_EID = eid_settings_with(CLIENT_SECRET="rotated-secret")
+    assert EidClient().tokens.key == key
+    for change in (
+        {"CLIENT_ID": "other"},
+        {"SCOPES": ["identify", "event"]},
+        {"BASE_URL": "https://other.broker.test"},
+        {"AUTH_URL": "https://other-auth.broker.test"},
+    ):
+        settings.DJANGO_EID = eid_settings_with(**change)
+        assert EidClient().tokens.key != key
+
+
+def test_cache_key_is_a_digest() -> None:
+    key = cache_key("https://auth", "https://api", "client", "identify", "basic")
+    assert len(key) == len("django_eid:token:") + 40
+    assert "client" not in key
+
+
+def test_an_expired_token_is_replaced(broker: responses.RequestsMock, clock: Clock) -> None:
+    add_token(broker, "tok-1", expires_in=3600)
+    add_token(broker, "tok-2", expires_in=3600)
+    client, other = EidClient(), EidClient()
+    assert client.get_token().access_token == "tok-1"
+    clock.now += 3600 - 60 - 1  # just inside the safety margin
+    assert client.get_token().access_token == "tok-1"
+    assert other.get_token().access_token == "tok-1"
+    assert len(token_calls(broker)) == 1
+    clock.now += 2
+    assert client.get_token().access_token == "tok-2"
+    assert other.get_token().access_token == "tok-2"
+    assert len(token_calls(broker)) == 2
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "usable_for"),
+    [(3600, 3540), (600, 540), (599, 539.1), (300, 270), (10, 9), (1, 0.9)],
+)
+def test_safety_margin_is_60s_or_a_tenth_of_the_lifetime(
+    clock: Clock, expires_in: int, usable_for: float
+) -> None:
+    token = AccessToken.issued_now("t", "Bearer", expires_in)
+    assert token.use_until == pytest.approx(clock.now + usable_for)
+    clock.now += usable_for - 0.01
+    assert token.fresh
+    clock.now += 0.02
+    assert not token.fresh
+
+
+def test_a_token_with_a_tiny_lifetime_is_renewed(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1", expires_in=1)
+    add_token(broker, "tok-2", expires_in=3600)
+    client = EidClient()
+    assert client.get_token().access_token == "tok-1"
+    time.sleep(0.95)
+    assert client.get_token().access_token == "tok-2"
+
+
+def test_the_token_repr_hides_the_token() -> None:
+    token = AccessToken.issued_now("eyJhbGciOi.secret-part.sig", "Bearer", 3600)
+    assert "eyJ" not in repr(token)
+    assert "3600" in repr(token)
+
+
+def test_a_stale_lock_does_not_block(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(TIMEOUT=0.3)
+    add_token(broker)
+    client = EidClient()
+    # A worker that took the lock and died: the lock stays for a long time.
+    caches["default"].set(client.tokens.lock_key, "1", 3600)
+    started = time.monotonic()
+    assert client.get_token().access_token == "tok-1"
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 2
+    assert len(token_calls(broker)) == 1
+
+
+def test_a_waiter_takes_the_token_stored_by_the_lock_holder(
+    settings: SettingsWrapper, broker: responses.RequestsMock
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(TIMEOUT=5)
+    client, holder = EidClient(), EidClient()
+    caches["default"].set(client.tokens.lock_key, "1", 60)
+
+    def finish() -> None:
+        holder.tokens._store(AccessToken.issued_now("tok-holder", "Bearer", 3600))
+        caches["default"].delete(client.tokens.lock_key)
+
+    timer = threading.Timer(0.2, finish)
+    timer.start()
+    try:
+        assert client.get_token().access_token == "tok-holder"
+    finally:
+        timer.join()
+    assert token_calls(broker) == []
+
+
+def test_concurrent_threads_make_one_token_request(broker: responses.RequestsMock) -> None:
+    requests_seen: list[int] = []
+
+    def slow_token(request: Any) -> tuple[int, dict[str, str], str]:
+        requests_seen.append(1)
+        time.sleep(0.2)  # every other thread arrives while this one fetches
+        body = '{"access_token": "tok-once", "expires_in": 3600, "token_type": "Bearer"}'
+        return 200, {"Content-Type": "application/json"}, body
+
+    broker.add_callback(responses.POST, TOKEN_URL, callback=slow_token)
+    clients = [EidClient() for _ in range(8)]  # one per thread, as get_client() does
+    barrier = threading.Barrier(len(clients))
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(client: EidClient) -> None:
+        try:
+            barrier.wait()
+            results.append(client.get_token().access_token)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert errors == []
+    assert results == ["tok-once"] * len(clients)
+    assert len(requests_seen) == 1
+
+
+def test_a_failed_fetch_releases_the_lock(broker: responses.RequestsMock) -> None:
+    broker.add(responses.POST, TOKEN_URL, json={"error": "invalid_scope"}, status=400)
+    client = EidClient()
+    with pytest.raises(InvalidScope):
+        client.get_token()
+    assert caches["default"].get(client.tokens.lock_key) is None
+    assert caches["default"].get(client.tokens.key) is None
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "tok-1",
+        {"access_token": "tok-old"},
+        {"access_token": "x", "token_type": "Bearer", "expires_in": 1, "use_until": "later"},
+        {"access_token": "x", "token_type": "Bearer", "expires_in": 1, "use_until": None},
+    ],
+)
+def test_junk_in_the_cache_is_ignored(broker: responses.RequestsMock, junk: Any) -> None:
+    add_token(broker, "tok-new")
+    client = EidClient()
+    caches["default"].set(client.tokens.key, junk)
+    assert client.get_token().access_token == "tok-new"
+
+
+# -- 401: the token was revoked or expired early --------------------------------------
+
+
+def test_401_drops_the_token_and_repeats_the_call_once(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1")
+    add_token(broker, "tok-2")
+    add_record(broker, status=401, json={"message": "token expired"})
+    add_record(broker)
+    client, other = EidClient(), EidClient()
+    record = client.get_session(REQUEST_ID)
+    assert record.request_id == REQUEST_ID
+    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-1", "Bearer tok-2"]
+    assert len(token_calls(broker)) == 2
+    # The new token was shared, the old one is gone.
+    assert other.get_token().access_token == "tok-2"
+    assert caches["default"].get(client.tokens.key)["access_token"] == "tok-2"
+
+
+def test_401_on_create_also_renews_once(broker: responses.RequestsMock) -> None:
+    from django_eid.client import ReturnUrls
+
+    add_token(broker, "tok-1")
+    add_token(broker, "tok-2")
+    broker.add(responses.POST, SESSION_URL, status=401)
+    broker.add(responses.POST, SESSION_URL, json={"Url": "https://id.test/x", "RequestId": "r"})
+    urls = ReturnUrls("https://s.test/ok", "https://s.test/abort", "https://s.test/err")
+    created = EidClient().create_session(return_urls=urls, external_reference="ref")
+    assert created.request_id == "r"
+    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-1", "Bearer tok-2"]
+
+
+def test_a_second_401_is_an_api_error(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1")
+    add_token(broker, "tok-2")
+    add_token(broker, "tok-3")
+    add_record(broker, status=401, json={"message": "unauthorized tok-2"})
+    client = EidClient()
+    with pytest.raises(EidApiError) as info:
+        client.get_session(REQUEST_ID)
+    assert info.value.status_code == 401
+    assert len(api_calls(broker)) == 2
+    assert len(token_calls(broker)) == 2
+    assert "tok-1" not in str(info.value)
+    assert "tok-2" not in str(info.value)
+
+
+def test_invalidate_keeps_a_newer_token(broker: responses.RequestsMock) -> None:
+    add_token(broker, "tok-1")
+    client, other = EidClient(), EidClient()
+    old = client.get_token()
+    # Another worker already replaced the token.
+    other.tokens._store(AccessToken.issued_now("tok-newer", "Bearer", 3600))
+    client.tokens.invalidate(old)
+    assert client.get_token().access_token == "tok-newer"
+    assert len(token_calls(broker)) == 1
