@@ -27,6 +27,22 @@ from django.conf import settings
 from django_eid.conf import eid_settings
 
 
+class SensitiveText(str):
+    """A ``str`` whose ``repr()`` shows only its last two characters.
+
+    Django's technical 500 page, the error e-mails to ``ADMINS`` and ``%r`` log arguments
+    render values with ``repr()``; the national identity number travels as this type, so
+    none of them shows it, whatever frame or dict holds it. ``str()``, formatting,
+    comparison, hashing and JSON give the plain value.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        shown = self[-2:] if len(self) > 4 else ""
+        return f"'{chr(0x2022) * (len(self) - len(shown))}{shown}'"
+
+
 def _hkdf(material: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"django-eid", info=info).derive(
         material

@@ -20,7 +20,7 @@ class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
         if value is None or value == "":
             return value
-        return crypto.decrypt(value)
+        return crypto.SensitiveText(crypto.decrypt(value))
 
     def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)

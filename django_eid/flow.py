@@ -188,7 +188,8 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
 
 
 def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
-    ssn = record.social_security_number or None
+    # Masked in repr(): a traceback through the store shows no national identity number.
+    ssn = crypto.SensitiveText(record.social_security_number or "") or None
     ip = record.environment_info.ip_address
     fields: dict[str, Any] = {
         "identity_provider": (record.identity_provider or "")[:64],

@@ -10,6 +10,7 @@ stored, or, if it takes too long, fetch themselves so nobody hangs.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import caches
+
+from django_eid.exceptions import EidError
+
+logger = logging.getLogger("django_eid.client")
 
 #: Seconds between two looks at the cache while another worker fetches.
 POLL_INTERVAL = 0.05
@@ -78,7 +83,15 @@ class TokenStore:
             local = self._local
             if local is not None and local.fresh:
                 return local
-            token = self._shared_or_fetch()
+            try:
+                token = self._shared_or_fetch()
+            except EidError:
+                raise
+            except Exception as err:  # any cache backend's own errors
+                # A token cache outage must not take identification down with it:
+                # fetch for this process alone until the cache is back.
+                logger.warning("The token cache failed (%s); fetching a token directly.", err)
+                token = self._fetch()
             self._local = token
             return token
 
@@ -87,9 +100,14 @@ class TokenStore:
         with self._local_lock:
             if self._local is not None and self._local.access_token == rejected.access_token:
                 self._local = None
-        current = self._read()
-        if current is not None and current.access_token == rejected.access_token:
-            self.cache.delete(self.key)
+        try:
+            current = self._read()
+            if current is not None and current.access_token == rejected.access_token:
+                self.cache.delete(self.key)
+        except EidError:
+            raise
+        except Exception as err:
+            logger.warning("The token cache failed (%s); the rejected token stays there.", err)
 
     def _read(self) -> AccessToken | None:
         value = self.cache.get(self.key)

@@ -67,7 +67,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
-    return str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -103,7 +104,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Generator[None]:
+    # Wrapping the others: these lines come last, just above the final tally.
+    yield
     config = terminalreporter.config
     skipped = config.stash.get(_SKIPPED, {})
     ran = config.stash.get(_RAN, {})

@@ -32,7 +32,7 @@ def test_plain():
     pass
 """
 INI = """[pytest]
-addopts = -ra --strict-markers -p no:django -p no:django_eid -p no:cacheprovider
+addopts = -ra --strict-markers -p no:cacheprovider
 markers =
     browser: b
     production: p
@@ -50,6 +50,8 @@ def run(
 ) -> pytest.RunResult:
     for name in ENV:
         monkeypatch.delenv(name, raising=False)
+    # Neither pytest-django nor any other installed plugin: just these hooks.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     for name, value in (env or {}).items():
         monkeypatch.setenv(name, value)
     # Any executable stands in for an installed Chromium.
@@ -73,8 +75,8 @@ def test_locally_missing_tiers_are_skipped_with_a_reason(
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
-            "*SKIPPED*Chromium not installed (*)*",
-            "*SKIPPED*DATABASE_URL is not a PostgreSQL URL*",
+            "*SKIPPED*Chromium not installed (/nonexistent/chromium)",
+            "*SKIPPED*DATABASE_URL is not a PostgreSQL URL",
             "browser tests skipped: 1 skipped - Chromium not installed*",
             "production tests skipped: 1 skipped - *",
         ]

@@ -318,3 +318,34 @@ def test_invalidate_keeps_a_newer_token(broker: responses.RequestsMock) -> None:
     client.tokens.invalidate(old)
     assert client.get_token().access_token == "tok-newer"
     assert len(token_calls(broker)) == 1
+
+
+class _BrokenCache:
+    """A cache backend whose server is down: every call raises its own error."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("cache server unreachable")
+
+        return fail
+
+
+def test_a_token_cache_outage_falls_back_to_fetching(
+    broker: responses.RequestsMock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    add_token(broker)
+    add_record(broker)
+    client = EidClient()
+    monkeypatch.setattr(type(client.tokens), "cache", property(lambda self: _BrokenCache()))
+    record = client.get_session(REQUEST_ID)
+    assert record.status == "SUCCESS"
+    assert len(token_calls(broker)) == 1
+    assert "token cache failed" in caplog.text
+    assert SECRET not in caplog.text
+    # A 401 with the cache still down renews without raising the cache's error either.
+    broker.replace(responses.GET, fixtures_client.SESSION_URL, status=401)
+    add_token(broker, token="tok-2")
+    with pytest.raises(EidApiError):
+        client.get_session(REQUEST_ID)

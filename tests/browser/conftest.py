@@ -15,7 +15,6 @@ import re
 import shutil
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -139,22 +138,17 @@ def settle_live_server(timeout: float = 10.0) -> None:
     """Wait until the live server has finished with every connection of the test.
 
     Closing the browser context closes its connections; the server threads
-    serving them then end, and with them the per-thread django-eid clients
-    whose own keep-alive connections to the sandbox are open (closing those
-    ends the sandbox's threads). Waiting here keeps all of that inside the test:
-    no thread is left to touch the database after the live server stopped, and
-    the ``ResourceWarning`` of those collected client sockets (django-eid closes
-    a thread's client only when it makes a new one) cannot surface in a later,
-    unrelated test.
+    serving them then end, and with them the per-thread django-eid clients,
+    whose keep-alive connections to the sandbox close (ending the sandbox's
+    threads). Waiting keeps all of that inside the test: otherwise a thread
+    could outlive the live server and touch the shared in-memory database after
+    it stopped sharing it, failing the run with an unhandled thread exception.
     """
     deadline = time.monotonic() + timeout
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"unclosed <socket\.socket", ResourceWarning)
-        while (threads := _request_threads()) and time.monotonic() < deadline:
-            gc.collect()
-            for thread in threads:
-                thread.join(timeout=0.05)
-        gc.collect()
+    while (threads := _request_threads()) and time.monotonic() < deadline:
+        gc.collect()  # drops finished threads' clients now, not at some later test
+        for thread in threads:
+            thread.join(timeout=0.05)
 
 
 @pytest.fixture

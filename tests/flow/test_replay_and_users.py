@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -251,84 +250,6 @@ def test_a_reference_not_in_this_browsers_session_is_refused(
     assert signal_log.names == ["identification_started"]
     assert alice_client.get(started.success_url()).status_code == 302
     assert started.refresh().status == Status.SUCCESS
-
-
-def test_the_oldest_pending_reference_leaves_a_full_session(
-    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
-) -> None:
-    eid(MAX_PENDING_PER_USER=20)
-    sessions = [start() for _ in range(9)]
-    assert pending_refs(alice_client) == {s.row.reference for s in sessions[1:]}
-    assert alice_client.get(sessions[0].abort_url()).status_code == 403
-    assert alice_client.get(sessions[1].abort_url()).status_code == 302
-
-
-# -- expiry ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("callback", ["success", "abort", "error"])
-def test_an_expired_session_becomes_expired(
-    start: Callable[..., Started],
-    broker: Broker,
-    alice_client: Client,
-    signal_log: SignalLog,
-    eid: Callable[..., None],
-    callback: str,
-) -> None:
-    eid(SESSION_MAX_AGE=60)
-    started = start()
-    broker.will_return(started.request_id)
-    old = started.row.created_at - timedelta(seconds=61)
-    Identification.objects.filter(pk=started.row.pk).update(created_at=old)
-    response = alice_client.get(getattr(started, f"{callback}_url")())
-    assert response.status_code == 410
-    assert "expired" in response.content.decode()
-    row = started.refresh()
-    assert row.status == Status.EXPIRED
-    assert row.completed_at is not None
-    assert len(broker.get_calls) == 0
-    assert signal_log.names == ["identification_started"]
-    # The genuine success URL does not revive it.
-    assert alice_client.get(started.success_url()).status_code == 410
-    assert started.refresh().status == Status.EXPIRED
-
-
-def test_a_session_younger_than_the_max_age_completes(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
-) -> None:
-    eid(SESSION_MAX_AGE=60)
-    started = start()
-    broker.will_return(started.request_id)
-    young = started.row.created_at - timedelta(seconds=55)
-    Identification.objects.filter(pk=started.row.pk).update(created_at=young)
-    assert alice_client.get(started.success_url()).status_code == 302
-    assert started.refresh().status == Status.SUCCESS
-
-
-# -- one account per person --------------------------------------------------------------------
-
-
-def test_one_account_per_person(
-    start: Callable[..., Started],
-    broker: Broker,
-    alice_client: Client,
-    bob_client: Client,
-    signal_log: SignalLog,
-    eid: Callable[..., None],
-) -> None:
-    eid(ONE_ACCOUNT_PER_PERSON=True)
-    bobs = start(client=bob_client)
-    broker.will_return(bobs.request_id)
-    assert bob_client.get(bobs.success_url()).status_code == 302
-    alices = start()
-    broker.will_return(alices.request_id, IdentityProviderUniqueId="another-id")
-    response = alice_client.get(alices.success_url())
-    assert response.status_code == 200
-    assert "already verified on another account" in response.content.decode()
-    row = alices.refresh()
-    assert (row.status, row.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
-    assert signal_log.names[-1] == "identification_failed"
-    assert "identification_succeeded" not in signal_log.names[3:]
 
 
 def test_the_result_page_of_a_success_sends_the_user_on(

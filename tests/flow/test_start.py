@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -312,42 +311,6 @@ def test_started_signal(start: Callable[..., Started], signal_log: Any, alice: A
     assert kwargs["user"] == alice
     assert kwargs["request"].path == START
     assert kwargs["status"] == Identification.Status.PENDING
-
-
-# -- MAX_PENDING_PER_USER -------------------------------------------------------
-
-
-def test_too_many_pending_sessions_get_a_429_and_nothing_is_sent(
-    start: Callable[..., Started],
-    broker: Broker,
-    alice_client: Client,
-    bob_client: Client,
-    eid: Callable[..., None],
-) -> None:
-    eid(MAX_PENDING_PER_USER=2)
-    start(), start()
-    response = alice_client.post(START, {})
-    assert response.status_code == 429
-    assert "Too many identifications in progress" in response.content.decode()
-    assert len(broker.create_calls) == 2
-    assert Identification.objects.count() == 2
-    # Another user is not counted against alice's limit.
-    start(client=bob_client)
-    assert len(broker.create_calls) == 3
-
-
-def test_finished_and_old_sessions_do_not_count_against_the_limit(
-    start: Callable[..., Started], eid: Callable[..., None]
-) -> None:
-    eid(MAX_PENDING_PER_USER=1, SESSION_MAX_AGE=60)
-    first = start()
-    Identification.objects.filter(pk=first.row.pk).update(status=Identification.Status.ABORTED)
-    second = start()
-    Identification.objects.filter(pk=second.row.pk).update(
-        created_at=second.row.created_at - timedelta(seconds=61)
-    )
-    start()
-    assert Identification.objects.count() == 3
 
 
 def test_post_without_a_csrf_token_is_refused(alice: Any, broker: Broker) -> None:

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `make test`: every check, in order, continuing past failures so one run
+# shows all of them; a summary at the end; non-zero exit if any step failed.
+#
+#   1. lint              ruff check, ruff format --check, mypy
+#   2. pytest            whole suite on SQLite + local-memory cache
+#   3. production tier   whole suite again on PostgreSQL + Redis (.ci/services.sh)
+#   4. docs              mkdocs build --strict (when mkdocs.yml exists)
+#
+# The production tier is mandatory when CI=true, EID_REQUIRE_PRODUCTION=1 or
+# PRODUCTION=yes; with PRODUCTION=auto (default) it runs when PostgreSQL and
+# Redis are installed here and is skipped, with a message, when they are not;
+# PRODUCTION=no skips it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+MAKE=${MAKE:-make}
+CHROMIUM=/usr/bin/chromium     # keep in step with tests/conftest.py
+results=()
+failed=0
+
+step() {  # step NAME COMMAND...
+    local name=$1
+    shift
+    echo
+    echo "==> $name"
+    if "$@"; then
+        results+=("PASS     $name")
+    else
+        results+=("FAIL     $name")
+        failed=1
+    fi
+}
+
+skip() {  # skip NAME WHY
+    echo
+    echo "==> $1: $2"
+    results+=("SKIPPED  $2")
+}
+
+submake() { "$MAKE" --no-print-directory "$@"; }
+
+production_mode() {
+    if [[ ${CI:-} == true || ${EID_REQUIRE_PRODUCTION:-0} != 0 ]]; then
+        echo required
+    else
+        case ${PRODUCTION:-auto} in
+            yes | required) echo required ;;
+            no | off) echo off ;;
+            *) echo auto ;;
+        esac
+    fi
+}
+
+step "lint" submake lint
+step "pytest (SQLite)" submake test-sqlite
+
+case $(production_mode) in
+    required)
+        step "production tier (PostgreSQL + Redis)" submake test-production ;;
+    off)
+        skip "production" "production tier skipped: PRODUCTION=no" ;;
+    auto)
+        if .ci/services.sh status 2>/dev/null; then
+            step "production tier (PostgreSQL + Redis)" submake test-production
+        elif ! .ci/services.sh available; then
+            skip "production" "production tier skipped: PostgreSQL server and/or redis-server not installed (mandatory in CI; apt-get install postgresql redis-server to run it here)"
+        elif ! .ci/services.sh start; then
+            skip "production" "production tier skipped: PostgreSQL/Redis are installed but did not start (see the error above; mandatory in CI)"
+        else
+            echo "(throwaway services left running for the next run; 'make services-stop' stops them)"
+            step "production tier (PostgreSQL + Redis)" submake test-production
+        fi ;;
+esac
+
+if [[ -f mkdocs.yml ]]; then
+    step "docs (mkdocs build --strict)" submake docs
+else
+    skip "docs" "docs skipped: no mkdocs.yml yet"
+fi
+
+echo
+echo "==================================== make test summary ===================================="
+for line in "${results[@]}"; do echo "$line"; done
+if [[ ! -x $CHROMIUM ]]; then
+    if [[ ${EID_REQUIRE_BROWSER:-0} != 0 ]]; then
+        echo "FAIL     browser tests: Chromium not installed ($CHROMIUM) but EID_REQUIRE_BROWSER=1"
+    else
+        echo "SKIPPED  browser tests skipped: Chromium not installed ($CHROMIUM); apt-get install chromium to run them"
+    fi
+fi
+if ((failed)); then
+    echo "make test: FAILED"
+else
+    echo "make test: OK"
+fi
+exit "$failed"

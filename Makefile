@@ -1,0 +1,122 @@
+# Developer and CI entry points. `make test` is what CI runs (.ci/run).
+#
+#   make venv              .venv with django-eid editable + test and docs extras
+#   make lint              ruff check, ruff format --check, mypy (strict)
+#   make test              lint + pytest + production tier + docs (see .ci/test.sh)
+#   make test-sqlite       pytest on SQLite only
+#   make test-production   pytest on PostgreSQL + Redis (starts .ci/services.sh)
+#   make docs              mkdocs build --strict
+#   make tox               the Django 4.2 / 5.1 / 5.2 matrix (SQLite)
+#   make messages          refresh and compile the translation catalogs (needs GNU gettext)
+#   make demo              example project on http://127.0.0.1:8000/
+#   make bench             benchmarks
+#   make services-start / services-stop
+#   make clean / distclean
+#
+# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+PRODUCTION ?= auto
+export PRODUCTION
+
+.DEFAULT_GOAL := test
+.PHONY: venv lint test test-sqlite test-production docs tox messages demo bench \
+	services-start services-stop clean distclean
+
+# --- environment ----------------------------------------------------------------
+
+venv: $(VENV)/.installed
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+		{ echo "$(PYTHON) is older than Python 3.10; run make PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Reinstall only when pyproject.toml changed since the last install (the stamp).
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test,docs]'
+	@touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	@touch $@
+
+# --- checks ---------------------------------------------------------------------
+
+# All three always run, so one pass shows every problem.
+lint: venv
+	@rc=0; \
+	echo "ruff check ."; $(VENV)/bin/ruff check . || rc=1; \
+	echo "ruff format --check ."; $(VENV)/bin/ruff format --check . || rc=1; \
+	echo "mypy django_eid"; $(VENV)/bin/mypy django_eid || rc=1; \
+	exit $$rc
+
+test: venv
+	@MAKE="$(MAKE)" bash .ci/test.sh
+
+# The SQLite tier ignores any DATABASE_URL/Redis of the shell; its production
+# tests are skipped here by design (the production tier runs them), so a
+# required production tier does not apply to it.
+test-sqlite: venv
+	env -u DATABASE_URL -u EID_TEST_REDIS_URL -u EID_REQUIRE_PRODUCTION \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+test-production: venv
+	.ci/services.sh start
+	eval "$$(.ci/services.sh env)" && EID_REQUIRE_PRODUCTION=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+docs: venv
+	@if [ -f mkdocs.yml ]; then \
+		$(VENV)/bin/mkdocs build --strict; \
+	else \
+		echo "docs skipped: no mkdocs.yml yet"; \
+	fi
+
+tox: venv
+	$(VENV)/bin/tox $(TOX_ARGS)
+
+# The shipped languages; keep in step with tests/test_i18n.py. After a run, translate
+# the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po, drop their
+# "#, fuzzy" flags, and run it again to compile them.
+LANGUAGES := nb sv da fi
+
+messages: venv
+	@command -v msgfmt >/dev/null || { echo "GNU gettext is missing: apt-get install gettext"; exit 1; }
+	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin makemessages \
+		$(addprefix --locale=,$(LANGUAGES)) --no-obsolete --add-location=file
+	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin compilemessages
+	@for l in $(LANGUAGES); do printf '%s: ' $$l; \
+		msgfmt --statistics -o /dev/null django_eid/locale/$$l/LC_MESSAGES/django.po; done
+
+# --- running things -------------------------------------------------------------
+
+demo: venv
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py eid_demo_user
+	$(PY) manage.py runserver 127.0.0.1:8000
+
+bench: $(VENV)/.installed-bench
+	$(PY) -m benchmarks
+
+services-start:
+	.ci/services.sh start
+	@.ci/services.sh env
+
+services-stop:
+	.ci/services.sh stop
+
+# --- cleaning -------------------------------------------------------------------
+
+clean:
+	rm -rf build dist site .pytest_cache .mypy_cache .ruff_cache .hypothesis tests/screenshots
+	find . -path ./$(VENV) -prune -o -path ./.tox -prune -o \
+		\( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+
+# Also the virtualenvs and the throwaway PostgreSQL/Redis (data included).
+distclean: clean
+	rm -rf $(VENV) .tox
+	.ci/services.sh destroy

@@ -1,0 +1,376 @@
+"""Personal data: the national identity number, the client secret and the access token never
+reach a log line, an e-mail to ADMINS, a URL, an exception message, a ``repr``, Django's
+technical 500 page or the database in clear; ONE_ACCOUNT_PER_PERSON refuses a second account.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.core import mail
+from django.core.signals import got_request_exception
+from django.db import OperationalError, connection
+from django.test import Client
+from django.utils.log import AdminEmailHandler
+from django.views.debug import ExceptionReporter, technical_500_response
+
+from django_eid import signals
+from django_eid.exceptions import EidProtocolError, IdentificationRejected
+from django_eid.models import Identification
+from django_eid.records import parse_record
+from tests.hostile.conftest import (
+    SECRET,
+    SSN,
+    TOKEN,
+    UNIQUE_ID,
+    FakeBroker,
+    Fired,
+    Started,
+    Status,
+    logged_in,
+    make_user,
+    record,
+    reply,
+)
+from tests.hostile.test_faults import FailingStatement
+
+pytestmark = pytest.mark.django_db
+
+BASIC = base64.b64encode(f"test-client:{SECRET}".encode()).decode()
+NEVER = {"national identity number": SSN, "client secret": SECRET, "access token": TOKEN,
+         "Basic credentials": BASIC}  # fmt: skip
+
+
+def assert_clean(text: str, where: str) -> None:
+    for what, value in NEVER.items():
+        assert value not in text, f"the {what} is in {where}"
+
+
+class Capture(logging.Handler):
+    """Every log record, formatted with its traceback, arguments and request."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        extra = f" args={record.args!r} request={getattr(record, 'request', None)!r}"
+        self.lines.append(self.format(record) + extra)
+
+
+@pytest.fixture
+def all_logs(settings: Any) -> Iterator[Capture]:
+    """Root at DEBUG with every django logger propagating, SQL included, and mail_admins on."""
+    settings.ADMINS = [("Ops", "ops@example.com")]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    capture = Capture()
+    mailer = AdminEmailHandler(include_html=True)
+    names = ["", "django", "django.request", "django.dispatch", "django.db.backends",
+             "django.security", "django_eid", "django_eid.client", "urllib3", "requests"]  # fmt: skip
+    saved = {n: logging.getLogger(n).level for n in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(capture)
+    logging.getLogger("django.request").addHandler(mailer)
+    connection.force_debug_cursor = True
+    try:
+        yield capture
+    finally:
+        connection.force_debug_cursor = False
+        logging.getLogger("django.request").removeHandler(mailer)
+        logging.getLogger().removeHandler(capture)
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _crash(**kwargs: Any) -> None:
+    # A receiver's own message is the site's to keep clean (Django logs it); this one is.
+    raise ValueError(f"cannot use {kwargs['identification'].social_security_number!r}")
+
+
+def _reject(**kwargs: Any) -> None:
+    raise IdentificationRejected("Under age.")
+
+
+def _flow(name: str, start: Callable[..., Started], client: Client, broker: FakeBroker) -> None:
+    """Drive one complete flow; every response is checked for the secrets too."""
+    responses: list[Any] = []
+    if name.startswith("start fails"):
+        kind, body = {
+            "start fails: token refused, echoing the secret": ("token", {
+                "error": "invalid_client", "error_description": f"secret {SECRET} is wrong"}),
+            "start fails: create refused, echoing the token": ("create", {
+                "message": f"token {TOKEN} not valid for {SSN}", "code": "E"}),
+        }[name]  # fmt: skip
+        broker.fail(kind, reply(401, body))
+        responses.append(client.post("/eid/start/"))
+    else:
+        started = start(display="iframe" if "iframe" in name else "redirect")
+        responses.append(started.response)
+        rid = started.request_id
+        if "fails to parse" in name:
+            broker.records[rid] = record(rid, SocialSecurityNumber=int(SSN), Name=SSN)
+        elif "retrieval fails" in name:
+            broker.records[rid] = reply(500, {"message": f"Bearer {TOKEN} for {SSN} failed"})
+        elif "not SUCCESS" in name:
+            broker.records[rid] = record(rid, "TIMEOUT")
+        url = started.error_url() if "error callback" in name else started.success_url()
+        if "tampered" in name:
+            url = started.success_url(p2="forged")
+        responses.append(client.get(url))
+        responses.append(client.get(url))  # a reload
+    for response in responses:
+        assert_clean(response.content.decode() + str(dict(response.headers)), "a response")
+
+
+FLOWS = [
+    "success", "success in an iframe", "error callback", "record not SUCCESS",
+    "receiver rejects", "receiver crashes", "ONE_ACCOUNT_PER_PERSON",
+    "retrieval fails, echoing the token and number", "record fails to parse",
+    "tampered callback", "start fails: token refused, echoing the secret",
+    "start fails: create refused, echoing the token",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_no_log_line_or_admin_mail_holds_the_number_the_secret_or_the_token(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    eid: Callable[..., None],
+    django_user_model: Any,
+    all_logs: Capture,
+    name: str,
+) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True, ONE_ACCOUNT_PER_PERSON=True)
+    if name == "ONE_ACCOUNT_PER_PERSON":  # someone else holds this person already
+        other = logged_in(make_user(django_user_model, "carol"))
+        first = start(client=other)
+        other.get(first.success_url())
+    receiver = {"receiver rejects": _reject,
+                "receiver crashes": _crash}.get(name)  # fmt: skip
+    if receiver:
+        signals.identification_succeeded.connect(receiver, dispatch_uid="pd")
+    try:
+        _flow(name, start, alice_client, broker)
+    finally:
+        signals.identification_succeeded.disconnect(dispatch_uid="pd")
+    assert all_logs.lines, "nothing was captured"
+    assert any("django_eid" in line for line in all_logs.lines)
+    assert_clean("\n".join(all_logs.lines), "the logs")
+    for message in mail.outbox:
+        assert_clean(message.body + str(message.alternatives), "an e-mail to ADMINS")
+    for row in Identification.objects.all():
+        assert_clean(repr(row.raw) + row.error_message + str(row) + repr(row), "a row")
+
+
+def test_the_number_is_stored_encrypted_and_shown_nowhere_in_clear(
+    start: Callable[..., Started], alice_client: Client, broker: FakeBroker, eid: Callable[..., None]
+) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start()
+    response = alice_client.get(started.success_url())
+    row = started.row
+    assert row.social_security_number == SSN  # readable in Python
+    assert "SocialSecurityNumber" not in row.raw and SSN not in repr(row.raw)
+    for text in (str(row), repr(row), repr(row.social_security_number), response["Location"]):
+        assert SSN not in text
+    for call in broker.rsps.calls:  # the URLs the broker was called with
+        assert SSN not in call.request.url
+    for url in started.sent["ReturnUrls"].values():
+        assert SSN not in url
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_eid_identification")
+        stored = repr(cursor.fetchall())
+    assert SSN not in stored
+    assert hashlib.sha256(SSN.encode()).hexdigest() not in stored  # the lookup hash is keyed
+    assert Identification.objects.with_social_security_number(SSN).get() == row
+    session = alice_client.session
+    assert SSN not in repr(dict(session.items()))
+
+
+def test_the_admin_shows_only_the_last_digits(
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None], admin_user: Any
+) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start()
+    alice_client.get(started.success_url())
+    admin = Client()
+    admin.force_login(admin_user)
+    for url in ("/admin/django_eid/identification/",
+                f"/admin/django_eid/identification/{started.pk}/change/"):  # fmt: skip
+        response = admin.get(url)
+        assert response.status_code == 200
+        assert SSN not in response.content.decode()
+    assert "•" * 9 + SSN[-2:] in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"SocialSecurityNumber": int(SSN)}, {"SocialSecurityNumber": [SSN]},
+     {"SocialSecurityNumber": {"value": SSN}}, {"Name": {"ssn": SSN}},
+     {"EnvironmentInfo": SSN}, {"Error": SSN}, {"MetaData": {"ssn": int(SSN)}},
+     {"MetaData": SSN}, {"Status": float(SSN)}],
+    ids=range(9),
+)  # fmt: skip
+def test_parse_errors_never_quote_the_number(body: dict[str, Any]) -> None:
+    with pytest.raises(EidProtocolError) as caught:
+        parse_record({"RequestId": "r", **body})
+    assert SSN not in str(caught.value) and SSN not in repr(caught.value)
+
+
+def test_a_parsed_record_hides_the_number_from_repr() -> None:
+    parsed = parse_record(record("r"))
+    assert parsed.social_security_number == SSN
+    assert SSN not in repr(parsed) and SSN not in str(parsed)
+
+
+# -- Django's technical 500 page and error e-mails ------------------------------------------
+@pytest.mark.parametrize("debug", [True, False], ids=["DEBUG page", "ADMINS e-mail"])
+def test_the_technical_500_report_shows_neither_number_nor_secret(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    eid: Callable[..., None],
+    settings: Any,
+    debug: bool,
+) -> None:
+    """A database error deep below the success view, while the record is in its frames."""
+    eid(GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[base64.urlsafe_b64encode(b"k" * 32)
+                                                          .decode()])  # fmt: skip
+    started = start()
+    seen: list[Any] = []
+
+    def keep(sender: Any, request: Any, **kwargs: Any) -> None:
+        seen.append((request, sys.exc_info()))
+
+    got_request_exception.connect(keep, dispatch_uid="keep")
+    try:
+        with connection.execute_wrapper(FailingStatement("UPDATE")):
+            with pytest.raises(OperationalError):
+                alice_client.get(started.success_url())
+    finally:
+        got_request_exception.disconnect(dispatch_uid="keep")
+    ((request, exc_info),) = seen
+    print("NR0", connection.needs_rollback, connection.in_atomic_block)
+    settings.DEBUG = debug
+    reporter = ExceptionReporter(request, *exc_info, is_email=not debug)
+    html = reporter.get_traceback_html()
+    print("NR1", connection.needs_rollback)
+    text = reporter.get_traceback_text()
+    page = technical_500_response(request, *exc_info).content.decode()
+    for report in (html, text, page):
+        assert "OperationalError" in report and "flow.py" in report  # a real report
+        assert "DJANGO_EID" in report and "CLIENT_SECRET" in report
+        assert_clean(report, "the technical 500 report")
+        assert "Nordmann" not in report or debug  # names too, once DEBUG is off
+        assert eid_keys(settings) not in report
+    assert started.row.status == Status.PENDING
+
+
+def eid_keys(settings: Any) -> str:
+    keys: list[str] = settings.DJANGO_EID["ENCRYPTION_KEYS"]
+    return keys[0]
+
+
+# -- ONE_ACCOUNT_PER_PERSON --------------------------------------------------------------------
+SAME_PERSON = {
+    "same provider and unique id": {"SocialSecurityNumber": "01010112345"},
+    "same national identity number": {"IdentityProviderUniqueId": "other-uid"},
+    "same both": {},
+    "same number, other provider": {"IdentityProvider": "NO_BUYPASS",
+                                    "IdentityProviderUniqueId": "x"},  # fmt: skip
+}
+OTHER_PERSON = {
+    "other uid and number": {"IdentityProviderUniqueId": "x", "SocialSecurityNumber": "0" * 11},
+    "same uid at another provider": {"IdentityProvider": "NO_BUYPASS",
+                                     "SocialSecurityNumber": "0" * 11},  # fmt: skip
+}
+
+
+@pytest.fixture
+def verified_elsewhere(
+    start: Callable[..., Started], django_user_model: Any, eid: Callable[..., None]
+) -> AbstractBaseUser:
+    """Carol holds a successful identification of the record's person (uid and number)."""
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
+    carol = make_user(django_user_model, "carol")
+    client = logged_in(carol)
+    started = start(client=client)
+    assert client.get(started.success_url()).status_code == 302
+    assert started.row.status == Status.SUCCESS
+    return carol
+
+
+@pytest.mark.parametrize("case", list(SAME_PERSON))
+def test_a_person_verified_on_another_account_is_rejected(
+    verified_elsewhere: AbstractBaseUser,
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    case: str,
+) -> None:
+    started = start()
+    fired.clear()
+    broker.records[started.request_id] = record(started.request_id, **SAME_PERSON[case])
+    response = alice_client.get(started.success_url())
+    assert response.status_code == 200
+    assert "already verified on another account" in response.content.decode()
+    row = started.row
+    assert (row.status, row.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+    assert Identification.objects.verified_for(alice) is None
+    assert fired.calls == [("failed", started.pk, Status.REJECTED, alice.pk)]
+    assert Identification.objects.verified_for(verified_elsewhere) is not None
+
+
+@pytest.mark.parametrize("case", [*OTHER_PERSON, "same account again", "setting off"])
+def test_other_people_and_the_same_account_are_not_rejected(
+    verified_elsewhere: AbstractBaseUser,
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    fired: Fired,
+    eid: Callable[..., None],
+    case: str,
+) -> None:
+    client = alice_client
+    if case == "same account again":
+        client = logged_in(verified_elsewhere)
+    if case == "setting off":
+        eid(ONE_ACCOUNT_PER_PERSON=False)
+    started = start(client=client)
+    fired.clear()
+    broker.records[started.request_id] = record(started.request_id, **OTHER_PERSON.get(case, {}))
+    assert client.get(started.success_url()).status_code == 302
+    assert started.row.status == Status.SUCCESS
+    assert fired.names == ["succeeded"]
+
+
+def test_one_account_per_person_holds_across_a_key_rotation(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    django_user_model: Any,
+    eid: Callable[..., None],
+) -> None:
+    old, new = (base64.urlsafe_b64encode(c * 32).decode() for c in (b"o", b"n"))
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[old])
+    carol = logged_in(make_user(django_user_model, "carol"))
+    first = start(client=carol)
+    carol.get(first.success_url())
+    eid(ENCRYPTION_KEYS=[new, old])  # rotated; carol's row is still under the old key
+    started = start()
+    other_uid = record(started.request_id, IdentityProviderUniqueId="not-" + UNIQUE_ID)
+    broker.records[started.request_id] = other_uid
+    assert alice_client.get(started.success_url()).status_code == 200
+    assert started.row.status == Status.REJECTED
