@@ -8,6 +8,8 @@
 #   .ci/services.sh available  exit 0 when the binaries are installed
 #   .ci/services.sh env        print the exports the test suite reads:
 #                                eval "$(.ci/services.sh env)"
+#   .ci/services.sh run CMD    start both, run CMD with those exports (on a
+#                              database of its own if another `run` is going)
 #
 # Everything lives under $EID_SERVICES_DIR (default /tmp/django-eid-services)
 # on non-default ports, so it never touches a system cluster or Redis.
@@ -35,7 +37,7 @@ die() { log "ERROR: $*"; exit 1; }
 pg_bindir() {
     if [[ -n ${EID_PG_BINDIR:-} ]]; then echo "$EID_PG_BINDIR"; return; fi
     local dir
-    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
+    dir=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)
     if [[ -n $dir && -x $dir/initdb ]]; then echo "$dir"; return; fi
     if command -v pg_config >/dev/null; then
         dir=$(pg_config --bindir 2>/dev/null || true)
@@ -174,9 +176,38 @@ redis_stop() {
 
 # --- commands -------------------------------------------------------------------
 
-print_env() {
-    echo "export DATABASE_URL=postgres://$DB_USER:$DB_PASSWORD@127.0.0.1:$PG_PORT/$DB_NAME"
-    echo "export EID_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0"
+print_env() {  # print_env [SLOT]
+    local slot=${1:-0} db=$DB_NAME
+    ((slot == 0)) || db="${DB_NAME}_$slot"
+    echo "export DATABASE_URL=postgres://$DB_USER:$DB_PASSWORD@127.0.0.1:$PG_PORT/$db"
+    echo "export EID_TEST_REDIS_URL=redis://127.0.0.1:$REDIS_PORT/$slot"
+}
+
+# `run CMD...`: start the services, then run CMD with the env of a slot no
+# other `run` holds. Two test runs at once (a shared box) would otherwise
+# share the test database (pytest-django drops test_eid under the other run)
+# and the Redis keys. Slot 0 is the plain `env` above; slot N uses database
+# eid_N (so test_eid_N) and Redis database N. The slot's lock is an open file
+# descriptor inherited by CMD, released when CMD and its children exit.
+run_in_slot() {
+    "$0" start
+    local slot
+    for slot in $(seq 0 15); do
+        exec 8>"$BASE/slot.$slot"
+        if flock -n 8; then
+            eval "$(print_env "$slot")"
+            if ((slot > 0)); then
+                log "slot 0 is busy (another run); using database ${DB_NAME}_$slot and Redis db $slot"
+                PGBIN=$(pg_bindir)
+                if [[ -z $(pg_sql -c "SELECT 1 FROM pg_database WHERE datname = '${DB_NAME}_$slot'") ]]; then
+                    pg_sql -c "CREATE DATABASE ${DB_NAME}_$slot OWNER $DB_USER"
+                fi
+            fi
+            exec "$@"
+        fi
+        exec 8>&-
+    done
+    die "all 16 slots are busy"
 }
 
 with_lock() {
@@ -201,5 +232,6 @@ case ${1:-} in
     status)    PGBIN=$(pg_bindir) && pg_running && redis_running ;;
     available) have_binaries ;;
     env)       print_env ;;
-    *)         echo "usage: $0 start|stop|destroy|status|available|env" >&2; exit 2 ;;
+    run)       shift; (($#)) || die "usage: $0 run COMMAND..."; run_in_slot "$@" ;;
+    *)         echo "usage: $0 start|stop|destroy|status|available|env|run CMD..." >&2; exit 2 ;;
 esac

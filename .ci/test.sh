@@ -12,7 +12,7 @@
 # Redis are installed here and is skipped, with a message, when they are not;
 # PRODUCTION=no skips it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 MAKE=${MAKE:-make}
 CHROMIUM=/usr/bin/chromium     # keep in step with tests/conftest.py
@@ -38,6 +38,7 @@ skip() {  # skip NAME WHY
     results+=("SKIPPED  $2")
 }
 
+# shellcheck disable=SC2317  # called through step
 submake() { "$MAKE" --no-print-directory "$@"; }
 
 production_mode() {

@@ -64,7 +64,7 @@ def services_env() -> dict[str, str]:
             f"or provide {script} to start them"
         )
     log("Starting PostgreSQL and Redis on loopback (.ci/services.sh start) ...")
-    subprocess.run([str(script), "start"], check=True, timeout=600)  # noqa: S603
+    subprocess.run([str(script), "start"], check=True, timeout=600)
     out = subprocess.run(
         [str(script), "env"], check=True, capture_output=True, text=True, timeout=60
     ).stdout
@@ -151,8 +151,12 @@ def server(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server process (its own process group) until the block ends."""
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(  # noqa: S603
-            list(args), env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(
+            list(args),
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:

@@ -11,18 +11,30 @@ percentiles are the benchmark's figures.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import time
 from typing import Any
 
-from locust import HttpUser, constant, task
+from locust import HttpUser, constant, events, task
 
 PASSWORD = os.environ.get("BENCH_PASSWORD", "bench-password")
 USERS = int(os.environ.get("BENCH_USERS", "1000"))
 _numbers = itertools.count()
 _PERSON = re.compile(r'name="person" id="[^"]*" value="([A-Z0-9_]+)"')
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+#: Every completed identification, including those finished while locust stops
+#: (its statistics end with the run time; the rows in the database do not).
+completed = {"identifications": 0, "failed_flows": 0}
+
+
+@events.quit.add_listener
+def _write_summary(**kwargs: Any) -> None:
+    path = os.environ.get("BENCH_LOCUST_SUMMARY")
+    if path:
+        with open(path, "w") as fh:
+            json.dump(completed, fh)
 
 
 class Identifier(HttpUser):
@@ -43,6 +55,7 @@ class Identifier(HttpUser):
                 response.failure(f"login answered {response.status_code}")
 
     def _fail(self, response: Any, step: str) -> None:
+        completed["failed_flows"] += 1
         response.failure(f"{step}: {response.status_code} {response.text[:200]!r}")
 
     @task
@@ -85,6 +98,7 @@ class Identifier(HttpUser):
                 "Location", ""
             ):
                 return self._fail(response, "callback")
+        completed["identifications"] += 1
         self.environment.events.request.fire(
             request_type="FLOW",
             name="identification",

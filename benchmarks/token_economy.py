@@ -8,7 +8,9 @@ same run is repeated with the token cache on Redis (shared), on a per-process
 local-memory cache, and with no cache (DummyCache).
 
 Reference (ideal): one token request per lifetime window for the whole
-deployment, i.e. the number of windows the run spans, measured at the stub.
+deployment: replaying the API calls the stub received, in order, against one
+perfectly shared token renewed on demand gives the minimum number of token
+requests those calls need.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.common import header, log, row, table_header
-from tests.production.stub import BrokerStub, use_window
+from tests.production.stub import BrokerStub, ideal_token_requests, use_window
 from tests.production.workers import identify, run_processes
 
 LIFETIME = 2  # seconds; used for 1.8 s (the client's safety margin)
@@ -47,9 +49,8 @@ def run_one(
         seen = stub.snapshot()
     errors = [e for r in results for e in r["errors"]]
     done = sum(r["identifications"] for r in results)
-    first = min(seen["token_times"]) if seen["token_times"] else seen["first_call"]
-    span = (seen["last_call"] or 0) - (first or 0)
-    ideal = int(span // window) + 1
+    span = (seen["last_call"] or 0) - (seen["first_call"] or 0)
+    ideal = ideal_token_requests(seen["call_times"], window)
     return {
         "processes": processes,
         "identifications": done,

@@ -4,13 +4,16 @@ A deployment whose ``TOKEN_CACHE`` is shared by all its workers (Redis,
 Memcached, a database cache) performs one token request per token lifetime:
 when the token is missing or stale, one worker takes a short lock with the
 atomic ``cache.add`` and fetches; the others wait briefly and read what it
-stored, or, if it takes too long, fetch themselves so nobody hangs.
+stored, or, if it takes too long, fetch themselves so nobody hangs. When the
+holder's request fails because the broker does not answer, the waiters fail at
+once too, instead of each spending another ``TIMEOUT`` on a broker that is down.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,12 +22,16 @@ from typing import Any
 
 from django.core.cache import caches
 
-from django_eid.exceptions import EidError
+from django_eid.exceptions import EidError, EidUnavailable
 
 logger = logging.getLogger("django_eid.client")
 
 #: Seconds between two looks at the cache while another worker fetches.
 POLL_INTERVAL = 0.05
+#: Seconds a waiter waits beyond ``TIMEOUT`` for the lock holder's outcome: the
+#: holder's own call ends within ``TIMEOUT``, so a waiter learns how it went
+#: (a token, or a failure) instead of starting a second call at that moment.
+HOLDER_GRACE = 0.5
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class TokenStore:
         self.cache_alias = cache_alias
         self.key = key
         self.lock_key = key + ":lock"
+        self.failed_key = key + ":failed"
         self._fetch = fetch
         self._wait = wait
         # The last token seen by this process saves a cache round trip per call.
@@ -122,7 +130,9 @@ class TokenStore:
         return token if fresh else None
 
     def _store(self, token: AccessToken) -> None:
-        ttl = max(1, int(token.use_until - time.time()))
+        # Rounded up: the entry must not vanish before the token stops being used
+        # (a worker arriving in that gap would fetch a second token).
+        ttl = max(1, math.ceil(token.use_until - time.time()))
         self.cache.set(
             self.key,
             {
@@ -146,18 +156,44 @@ class TokenStore:
         try:
             # Another worker may have stored a token between our read and our lock.
             return self._read() or self._fetch_and_store()
+        except EidUnavailable as err:
+            # Tell the workers waiting for this token that the broker did not answer,
+            # so they do not each spend another TIMEOUT on it (set before the unlock).
+            try:
+                self.cache.set(self.failed_key, {"at": time.time(), "error": str(err)}, lock_ttl)
+            except Exception as cache_err:
+                logger.warning("The token cache failed (%s).", cache_err)
+            raise
         finally:
             self.cache.delete(self.lock_key)
+
+    def _raise_if_holder_failed(self, since: float) -> None:
+        """Raise the lock holder's failure if it happened after ``since`` (epoch seconds)."""
+        failed = self.cache.get(self.failed_key)
+        if (
+            isinstance(failed, dict)
+            and isinstance(failed.get("at"), float)
+            and failed["at"] >= since
+        ):
+            raise EidUnavailable(
+                f"{failed.get('error') or 'The token request failed'} "
+                "(another worker's token request, moments ago; not repeated in this request)"
+            )
 
     def _shared_or_fetch(self) -> AccessToken:
         token = self._read()
         if token is not None:
             return token
         lock_ttl = max(1, int(self._wait) + 1)
+        since = time.time()
         token = self._locked_fetch(lock_ttl)
-        deadline = time.monotonic() + self._wait
+        deadline = time.monotonic() + self._wait + HOLDER_GRACE
         while token is None and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL)
-            # The holder stored a token, or gave up (crashed, lock expired): take over.
-            token = self._read() or self._locked_fetch(lock_ttl)
+            token = self._read()
+            if token is None:
+                # The broker did not answer the holder: do not ask it again right away.
+                self._raise_if_holder_failed(since)
+                # The holder gave up otherwise (crashed, lock expired): take over.
+                token = self._locked_fetch(lock_ttl)
         return token or self._fetch_and_store()

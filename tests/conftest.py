@@ -47,7 +47,8 @@ def _required(tier: str) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_SKIPPED] = {tier: [] for tier in TIERS}
+    skipped: dict[str, list[str]] = {tier: [] for tier in TIERS}
+    config.stash[_SKIPPED] = skipped
     config.stash[_RAN] = {tier: 0 for tier in TIERS}
     config.stash[_MISSING] = {}
 

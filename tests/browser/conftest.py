@@ -75,20 +75,6 @@ def _allow_orm_beside_playwright() -> Iterator[None]:
 
 
 @pytest.fixture(scope="package")
-def browser(_allow_orm_beside_playwright: None) -> Iterator[Browser]:
-    """One Chromium for all the browser tests (each test gets a fresh context)."""
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture(scope="package")
 def site_url(
     live_server: LiveServer,
     django_db_setup: None,
@@ -107,9 +93,46 @@ def site_url(
             site.__exit__(None, None, None)
 
 
+@pytest.fixture(scope="package")
+def browser(site_url: str) -> Iterator[Browser]:
+    """One Chromium for all the browser tests (each test gets a fresh context).
+
+    Started after the site is set up and closed before it is torn down: while
+    Playwright's event loop runs in this thread, Django (through asgiref) keeps
+    this thread's database connections apart from the ones pytest-django opened,
+    and the site's schema changes must use pytest-django's, or a connection is
+    left open and PostgreSQL refuses to drop the test database.
+    """
+    expect.set_options(timeout=TIMEOUT_MS)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+#: Whether the call phase of a test failed, for the fixtures' teardown.
+CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_FAILED] = report.failed or hasattr(report, "wasxfail")
+    return report
+
+
 @pytest.fixture
-def page(browser: Browser, site_url: str) -> Iterator[Page]:
-    """A fresh browser context (no cookies) on the example site; fails on page errors."""
+def page(browser: Browser, site_url: str, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh browser context (no cookies) on the example site.
+
+    A test that passes fails anyway if the pages logged errors or threw; one that
+    failed already gets them printed with its report instead.
+    """
     context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
@@ -126,7 +149,10 @@ def page(browser: Browser, site_url: str) -> Iterator[Page]:
     finally:
         context.close()
         settle_live_server()
-    assert not problems, problems
+    if request.node.stash.get(CALL_FAILED, False):
+        print("Errors in the browser:", *problems, sep="\n  ")
+    else:
+        assert not problems, problems
 
 
 def _request_threads() -> list[threading.Thread]:
@@ -158,11 +184,14 @@ def user(transactional_db: None) -> Any:
 
 
 @pytest.fixture
-def log_in(page: Page, user: Any) -> Callable[[], None]:
-    """Log in through the login form; lands on "Verify my identity"."""
+def log_in(page: Page, user: Any) -> Callable[..., None]:
+    """Log in through the login form (at ``site``, default the live server's URL).
 
-    def run() -> None:
-        page.goto("/login/")
+    Lands on "Verify my identity".
+    """
+
+    def run(site: str = "") -> None:
+        page.goto(f"{site}/login/")
         page.get_by_label("Username").fill(user.get_username())
         page.get_by_label("Password").fill(PASSWORD)
         page.get_by_role("button", name="Log in").click()

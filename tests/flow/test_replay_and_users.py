@@ -19,8 +19,7 @@ Status = Identification.Status
 
 
 def snapshot(row: Identification) -> dict[str, Any]:
-    values: dict[str, Any] = Identification.objects.filter(pk=row.pk).values().get()
-    return values
+    return dict(Identification.objects.filter(pk=row.pk).values().get())
 
 
 def pending_refs(client: Client) -> set[str]:
@@ -98,6 +97,12 @@ def test_one_transition_when_two_callbacks_race(
     assert signal_log.names == ["identification_started", "identification_aborted"]
 
 
+def test_a_failure_keeps_a_short_status_whoever_calls_it(start: Callable[..., Started]) -> None:
+    started = start()
+    flow.fail(started.row, RequestFactory().get("/"), "E" * 500)
+    assert started.refresh().error_status == "E" * 64
+
+
 # -- other users ----------------------------------------------------------------------
 
 
@@ -169,49 +174,78 @@ def _flip(value: str) -> str:
     return value[:-1] + ("1" if value[-1] == "0" else "0")
 
 
-TAMPERED: dict[str, Callable[[Started, str, str], str]] = {
-    "requestId missing": lambda s, rid, ext: f"externalId={ext}",
-    "externalId missing": lambda s, rid, ext: f"requestId={rid}",
-    "nothing": lambda s, rid, ext: "",
-    "requestId empty": lambda s, rid, ext: f"requestId=&externalId={ext}",
-    "requestId changed": lambda s, rid, ext: f"requestId={_flip(rid)}&externalId={ext}",
-    "externalId changed": lambda s, rid, ext: f"requestId={rid}&externalId={_flip(ext)}",
-    "externalId of the request": lambda s, rid, ext: f"requestId={rid}&externalId={rid}",
-    "requestId twice": lambda s, rid, ext: f"requestId={rid}&requestId={rid}&externalId={ext}",
-    "externalId twice": lambda s, rid, ext: f"requestId={rid}&externalId={ext}&externalId=x",
-    "[1] left": lambda s, rid, ext: f"requestId=[1]&externalId={ext}",
-    "[2] left": lambda s, rid, ext: f"requestId={rid}&externalId=[2]",
-    "[1] left, encoded": lambda s, rid, ext: f"requestId=%5B1%5D&externalId={ext}",
-    "both left": lambda s, rid, ext: "requestId=[1]&externalId=[2]",
-    "requestId too long": lambda s, rid, ext: f"requestId={rid * 3}&externalId={ext}",
+#: case -> (query from the quoted request id and the external id, the reason logged)
+TAMPERED: dict[str, tuple[Callable[[str, str], str], str]] = {
+    "requestId missing": (lambda rid, ext: f"externalId={ext}", "requestId given 0 times"),
+    "externalId missing": (lambda rid, ext: f"requestId={rid}", "externalId given 0 times"),
+    "nothing": (lambda rid, ext: "", "requestId given 0 times"),
+    "requestId empty": (lambda rid, ext: f"requestId=&externalId={ext}", "requestId missing"),
+    "requestId changed": (
+        lambda rid, ext: f"requestId={_flip(rid)}&externalId={ext}",
+        "requestId does not match",
+    ),
+    "externalId changed": (
+        lambda rid, ext: f"requestId={rid}&externalId={_flip(ext)}",
+        "externalId does not match",
+    ),
+    "externalId of the request": (
+        lambda rid, ext: f"requestId={rid}&externalId={rid}",
+        "externalId does not match",
+    ),
+    "requestId twice": (
+        lambda rid, ext: f"requestId={rid}&requestId={rid}&externalId={ext}",
+        "requestId given 2 times",
+    ),
+    "externalId twice": (
+        lambda rid, ext: f"requestId={rid}&externalId={ext}&externalId=x",
+        "externalId given 2 times",
+    ),
+    "[1] left": (lambda rid, ext: f"requestId=[1]&externalId={ext}", "requestId missing"),
+    "[2] left": (lambda rid, ext: f"requestId={rid}&externalId=[2]", "externalId missing"),
+    "[1] left, encoded": (
+        lambda rid, ext: f"requestId=%5B1%5D&externalId={ext}",
+        "requestId missing",
+    ),
+    "both left": (lambda rid, ext: "requestId=[1]&externalId=[2]", "requestId missing"),
+    "requestId too long": (
+        lambda rid, ext: f"requestId={rid * 3}&externalId={ext}",
+        "requestId too long",
+    ),
 }
 
 
-@pytest.mark.parametrize("callback", ["success", "abort"])
+@pytest.mark.parametrize(
+    ("callback", "outcome"), [("success", Status.SUCCESS), ("abort", Status.ABORTED)]
+)
 @pytest.mark.parametrize("case", sorted(TAMPERED))
 def test_missing_or_tampered_placeholders_are_refused_and_consume_nothing(
     start: Callable[..., Started],
     broker: Broker,
     alice_client: Client,
     signal_log: SignalLog,
+    caplog: pytest.LogCaptureFixture,
     callback: str,
+    outcome: str,
     case: str,
 ) -> None:
     started = start()
     before = snapshot(started.row)
     broker.will_return(started.request_id)
+    make_query, reason = TAMPERED[case]
     rid, ext = quote(started.request_id, safe=""), started.row.external_id
-    response = alice_client.get(_query(started, callback, TAMPERED[case](started, rid, ext)))
+    response = alice_client.get(_query(started, callback, make_query(rid, ext)))
     assert response.status_code == 400
     assert "did not match" in response.content.decode()
     assert snapshot(started.row) == before
     assert len(broker.get_calls) == 0
     assert signal_log.names == ["identification_started"]
     assert started.row.reference in pending_refs(alice_client)
+    refusals = [r.getMessage() for r in caplog.records if "Refused a callback" in r.getMessage()]
+    assert refusals == [f"Refused a callback of identification {started.row.pk}: {reason}"]
     # The genuine callback still works.
     genuine = getattr(started, f"{callback}_url")()
     assert alice_client.get(genuine).status_code == 302
-    assert started.refresh().status in (Status.SUCCESS, Status.ABORTED)
+    assert started.refresh().status == outcome
 
 
 def test_another_sessions_placeholders_are_refused(

@@ -124,6 +124,17 @@ def test_a_provider_outside_allowed_providers_is_refused(
     assert not Identification.objects.exists()
 
 
+def test_a_provider_other_than_the_single_allowed_one_is_refused(
+    alice_client: Client, broker: Broker, eid: Callable[..., None]
+) -> None:
+    eid(ALLOWED_PROVIDERS=["FI_TUPAS"])
+    broker.will_create()
+    response = alice_client.post(START, {"provider": "NO_BANKID_WEB"})
+    assert response.status_code == 400
+    assert "The provider NO_BANKID_WEB is not offered here." in response.content.decode()
+    assert len(broker.rsps.calls) == 0
+
+
 def test_a_provider_other_than_identity_provider_is_refused(
     alice_client: Client, broker: Broker, eid: Callable[..., None]
 ) -> None:

@@ -25,7 +25,7 @@ import requests
 import responses
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import caches
-from django.db import connection
+from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client
 
@@ -362,3 +362,49 @@ def fired() -> Iterator[Fired]:
 
 def connection_reset() -> requests.ConnectionError:
     return requests.ConnectionError(ConnectionResetError(104, "Connection reset by peer"))
+
+
+# -- shared assertions and faults ------------------------------------------------------
+#: What the genuine callback of each kind does once nothing hostile got in the way.
+CALLBACK_OUTCOME = {
+    "success": (302, "/", Status.SUCCESS, "succeeded"),
+    "abort": (302, "/eid/start/", Status.ABORTED, "aborted"),
+    "error": (200, None, Status.ERROR, "failed"),
+}
+
+
+def assert_untouched(
+    response: Any, status: int, before: dict[int, Any], fired: Fired, broker: FakeBroker
+) -> None:
+    assert response.status_code == status
+    assert snapshot() == before
+    assert fired.names == []
+    assert broker.counts["retrieve"] == 0
+
+
+def assert_genuine_completes(
+    client: Client, started: Started, kind: str, fired: Fired, alice: AbstractBaseUser
+) -> None:
+    """The real callback still works: nothing was consumed by the refused one."""
+    code, location, status, signal = CALLBACK_OUTCOME[kind]
+    before = snapshot()
+    response = client.get(started.url(kind))
+    assert response.status_code == code
+    if location:
+        assert response["Location"] == location
+    assert changed(before, snapshot()) == {started.pk}
+    assert started.row.status == status
+    assert fired.calls == [(signal, started.pk, status, alice.pk)]
+
+
+class FailingStatement:
+    """An ``execute_wrapper`` that makes the first matching statement fail, as a database does."""
+
+    def __init__(self, prefix: str, table: str = "django_eid_identification") -> None:
+        self.prefix, self.table, self.failed = prefix, table, 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if not self.failed and sql.lstrip().upper().startswith(self.prefix) and self.table in sql:
+            self.failed += 1
+            raise OperationalError("could not serialize access due to concurrent update")
+        return execute(sql, params, many, context)

@@ -21,48 +21,16 @@ from tests.hostile.conftest import (
     Fired,
     Started,
     Status,
+    assert_genuine_completes,
+    assert_untouched,
     changed,
     logged_in,
-    record,
-    reply,
     snapshot,
 )
 
 pytestmark = pytest.mark.django_db
 
 START = "/eid/start/"
-#: What the genuine callback of each kind does once nothing hostile got in the way.
-GENUINE = {
-    "success": (302, "/", Status.SUCCESS, "succeeded"),
-    "abort": (302, START, Status.ABORTED, "aborted"),
-    "error": (200, None, Status.ERROR, "failed"),
-}
-
-
-def assert_untouched(
-    response: Any, status: int, before: dict[int, Any], fired: Fired, broker: FakeBroker
-) -> None:
-    assert response.status_code == status
-    assert snapshot() == before
-    assert fired.names == []
-    assert broker.counts["retrieve"] == 0
-
-
-def assert_genuine_completes(
-    client: Client, started: Started, kind: str, fired: Fired, alice: AbstractBaseUser
-) -> None:
-    """The real callback still works: nothing was consumed by the refused one."""
-    code, location, status, signal = GENUINE[kind]
-    before = snapshot()
-    response = client.get(started.url(kind))
-    assert response.status_code == code
-    if location:
-        assert response["Location"] == location
-    assert changed(before, snapshot()) == {started.pk}
-    assert started.row.status == status
-    assert fired.calls == [(signal, started.pk, status, alice.pk)]
-
-
 # -- [1] and [2]: missing, empty, duplicated, oversized, odd characters --------------
 BIG = "A" * 10_240
 PLACEHOLDER_QUERIES: dict[str, Callable[[str, str], str]] = {
@@ -260,7 +228,8 @@ def test_a_callback_without_any_session_changes_nothing(
     assert_untouched(response, 200 if interstitial else 403, before, fired, broker)
     if interstitial:  # the same URL once more, marked, from our own page
         retry = response.context["retry_url"]
-        assert retry.startswith(started.path(kind)) and "eid_retry=1" in retry
+        assert retry.startswith(started.path(kind))
+        assert "eid_retry=1" in retry
         assert_untouched(Client().get(retry), 403, before, fired, broker)
     assert_genuine_completes(alice_client, started, kind, fired, alice)
 
@@ -403,106 +372,3 @@ def test_start_and_result_answer_only_their_methods(
         response = getattr(alice_client, method)(url, {"display": "redirect"})
         assert_untouched(response, 405, before, fired, broker)
     assert broker.counts["create"] == 0
-
-
-# -- what the broker says on retrieval ------------------------------------------------
-@pytest.mark.parametrize(
-    "whose", ["another of alice's", "bob's", "a stranger's", "the same, in lower case", "none"]
-)
-def test_a_record_of_another_session_is_not_stored(
-    start: Callable[..., Started],
-    alice_client: Client,
-    bob_client: Client,
-    alice: AbstractBaseUser,
-    broker: FakeBroker,
-    fired: Fired,
-    whose: str,
-) -> None:
-    started, other, bobs = start(), start(), start(client=bob_client)
-    fired.clear()
-    named = {
-        "another of alice's": other.request_id,
-        "bob's": bobs.request_id,
-        "a stranger's": "0" * 200,
-        "the same, in lower case": started.request_id.lower(),
-        "none": ...,
-    }[whose]
-    broker.records[started.request_id] = record(started.request_id, RequestId=named)
-    before = snapshot()
-    response = alice_client.get(started.success_url())
-    assert response.status_code == 502
-    assert snapshot() == before
-    assert fired.names == []
-    del broker.records[started.request_id]  # the broker recovers: the same URL completes
-    assert_genuine_completes(alice_client, started, "success", fired, alice)
-
-
-REFUSED_STATUSES = ["ERROR", "USERABORTED", "INVALIDATED", "TIMEOUT", "UNKNOWN", "success",
-                    "SUCCESS ", "", "SUCCESSFUL", "NEW_FUTURE_STATUS"]  # fmt: skip
-
-
-@pytest.mark.parametrize("status", REFUSED_STATUSES)
-def test_a_record_that_is_not_success_stores_an_error(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: FakeBroker,
-    fired: Fired,
-    status: str,
-) -> None:
-    started = start()
-    fired.clear()
-    error = {"NativeErrorCode": "C307", "ErrorCode": "PKI_BLOCKED", "ErrorMessage": "Blocked."}
-    broker.records[started.request_id] = record(started.request_id, status, Error=error)
-    before = snapshot()
-    response = alice_client.get(started.success_url())
-    assert response.status_code == 200
-    assert changed(before, snapshot()) == {started.pk}
-    row = started.row
-    assert (row.status, row.error_status, row.error_code) == (Status.ERROR, status, "PKI_BLOCKED")
-    assert fired.calls == [("failed", started.pk, Status.ERROR, alice.pk)]
-    assert alice_client.get(started.success_url()).status_code == 200
-    assert len(fired.calls) == 1 and broker.counts["retrieve"] == 1
-
-
-@pytest.mark.parametrize("status", ["CREATED", "USERINITIATED"])
-def test_a_record_still_in_progress_leaves_the_session_pending(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: FakeBroker,
-    fired: Fired,
-    status: str,
-) -> None:
-    started = start()
-    fired.clear()
-    broker.records[started.request_id] = record(started.request_id, status)
-    before = snapshot()
-    assert alice_client.get(started.success_url()).status_code == 409
-    assert (snapshot(), fired.names) == (before, [])
-    del broker.records[started.request_id]
-    assert_genuine_completes(alice_client, started, "success", fired, alice)
-
-
-@pytest.mark.parametrize(
-    "body",
-    [{"Status": 123}, {"EnvironmentInfo": "x"}, {"Error": ["x"]}, {"MetaData": {"k": 1}},
-     {"SocialSecurityNumber": 31127112345}, {"RequestId": 42}],  # fmt: skip
-    ids=["status number", "env string", "error list", "metadata number", "ssn number", "id number"],
-)
-def test_a_record_that_fails_to_parse_leaves_the_session_pending(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: FakeBroker,
-    fired: Fired,
-    body: dict[str, Any],
-) -> None:
-    started = start()
-    fired.clear()
-    broker.fail("retrieve", reply(body=record(started.request_id, **body)))
-    before = snapshot()
-    assert alice_client.get(started.success_url()).status_code == 502
-    assert (snapshot(), fired.names) == (before, [])
-    broker.heal()
-    assert_genuine_completes(alice_client, started, "success", fired, alice)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from django_eid import signals, state
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from tests.hostile.conftest import (
+    FailingStatement,
     FakeBroker,
     Fired,
     Started,
@@ -38,21 +39,10 @@ GENUINE = {
 }
 
 
-class FailingStatement:
-    """An ``execute_wrapper`` that makes the first matching statement fail, as a database does."""
-
-    def __init__(self, prefix: str, table: str = "django_eid_identification") -> None:
-        self.prefix, self.table, self.failed = prefix, table, 0
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if not self.failed and sql.lstrip().upper().startswith(self.prefix) and self.table in sql:
-            self.failed += 1
-            raise OperationalError("could not serialize access due to concurrent update")
-        return execute(sql, params, many, context)
-
-
 # -- a database error while storing ---------------------------------------------------------
-@pytest.mark.django_db
+# Transactional: as in production, each statement commits on its own (the views are not
+# wrapped in ATOMIC_REQUESTS); a failed UPDATE leaves no transaction to roll back.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("one_account", [False, True], ids=["plain", "ONE_ACCOUNT_PER_PERSON"])
 def test_a_database_error_while_storing_rolls_back_and_the_same_url_completes(
@@ -152,7 +142,8 @@ def test_a_crashing_receiver_is_logged_and_undoes_nothing(
     assert started.row.status == status
     assert fired.names == ["started", name]  # the other receivers still ran
     errors = [r for r in caplog.records if r.levelno == logging.ERROR and r.name == "django_eid"]
-    assert len(errors) == 1 and "RuntimeError" in errors[0].getMessage()
+    assert len(errors) == 1
+    assert "RuntimeError" in errors[0].getMessage()
 
 
 @pytest.mark.django_db
@@ -201,10 +192,9 @@ def test_a_rejection_from_another_signal_changes_nothing(
 
 # -- two hits of one success URL at the same moment ------------------------------------------
 @pytest.fixture
-def cache_sessions(settings: Any) -> Iterator[None]:
+def cache_sessions(settings: Any) -> None:
     """Sessions outside the database, so the only contended rows are the identification's."""
     settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
-    yield
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,8 +15,17 @@ from django.dispatch import Signal
 from django.test import Client
 from django.urls import reverse
 
+import django_eid.client
 from django_eid.models import Identification
 from tests.production.stub import BrokerStub
+
+
+def fresh_clients() -> None:
+    """Forget this thread's cached client, so the next one reads the current settings."""
+    client = getattr(django_eid.client._local, "client", None)
+    if client is not None:
+        client.close()
+        django_eid.client._local.client = None
 
 
 def client_with_session(session_key: str) -> Client:

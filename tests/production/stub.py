@@ -63,6 +63,8 @@ class Counters:
     #: Arrival times of the first and the latest API call (create or retrieve).
     first_call: float | None = None
     last_call: float | None = None
+    #: Arrival time of every API call (with a valid token).
+    call_times: list[float] = field(default_factory=list)
 
 
 class _Server(ThreadingHTTPServer):
@@ -129,6 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
             stub.counters.tokens_used.add(token)
             stub.counters.last_call = now
+            stub.counters.call_times.append(now)
             if stub.counters.first_call is None:
                 stub.counters.first_call = now
         return True
@@ -318,6 +321,7 @@ class BrokerStub:
                 "bad_requests": c.bad_requests,
                 "first_call": c.first_call,
                 "last_call": c.last_call,
+                "call_times": list(c.call_times),
             }
 
     def reset_counters(self) -> None:
@@ -338,3 +342,16 @@ class BrokerStub:
 def use_window(lifetime: float) -> float:
     """Seconds a token of ``lifetime`` is used (the client's safety margin applied)."""
     return lifetime - min(60.0, lifetime / 10)
+
+
+def ideal_token_requests(call_times: list[float], window: float) -> int:
+    """Token requests a perfectly shared token needs for API calls at ``call_times``.
+
+    One token serves every call of its ``window``; the next is fetched by the
+    first call after it ran out (renewal on demand, as the client does).
+    """
+    count, until = 0, float("-inf")
+    for t in sorted(call_times):
+        if t >= until:
+            count, until = count + 1, t + window
+    return count

@@ -16,12 +16,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
 
-_AGE_RE = re.compile(r"^(\d+)([smhdw]?)\Z")
+_AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 #: Fields that identify a person; ``--anonymize`` blanks them and keeps the rest.
@@ -46,7 +47,12 @@ def parse_age(value: str) -> datetime.timedelta:
     match = _AGE_RE.match(value.strip().lower())
     if not match:
         raise CommandError(f"--older-than: {value!r} is not an age like 90d, 12h or 2w")
-    return datetime.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        age = datetime.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        timezone.now() - age
+    except OverflowError as err:
+        raise CommandError(f"--older-than: {value!r} reaches before the year 1") from err
+    return age
 
 
 class Command(BaseCommand):
@@ -74,15 +80,21 @@ class Command(BaseCommand):
         stale = Identification.objects.stale(eid_settings.SESSION_MAX_AGE)
         old = Identification.objects.finished().filter(created_at__lt=cutoff)
         if options["anonymize"]:
-            # Rows already anonymized need no second pass.
-            old = old.exclude(
-                name="", identity_provider_unique_id="", social_security_number_hash=None
-            )
+            # Rows already anonymized (every personal field blank) need no second pass.
+            blank = Q()
+            for name, value in PERSONAL_FIELDS.items():
+                blank &= Q(**{f"{name}__isnull": True} if value is None else {name: value})
+            old = old.exclude(blank)
         if options["dry_run"]:
             verb = "anonymize" if options["anonymize"] else "delete"
+            # A run expires the stale rows first; those older than the cutoff then go too.
+            also = stale.filter(created_at__lt=cutoff)
+            if options["anonymize"]:
+                also = also.exclude(blank)
             self.stdout.write(f"Would expire {stale.count()} stale pending identification(s).")
             self.stdout.write(
-                f"Would {verb} {old.count()} finished identification(s) older than {age}."
+                f"Would {verb} {old.count() + also.count()} finished identification(s) "
+                f"older than {age}."
             )
             return
         with transaction.atomic():

@@ -1,0 +1,261 @@
+"""Headers and transport: framing rules per page, the iframe page's CSP, TLS verification that
+no setting or environment turns off, the response size cap, cookies left alone, and the
+system check for a Strict session cookie without the interstitial.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import requests
+from django.core import checks
+from django.test import Client
+
+from django_eid.client import EidClient
+from django_eid.conf import DEFAULTS
+from django_eid.exceptions import EidProtocolError
+from django_eid.models import Identification
+from tests.hostile.conftest import BROKER_PAGE, FakeBroker, Started, reply
+
+pytestmark = pytest.mark.django_db
+
+START = "/eid/start/"
+CLICKJACKING = "django.middleware.clickjacking.XFrameOptionsMiddleware"
+
+
+def _start_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    return client.get(START)
+
+
+def _start_invalid(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    return client.post(START, {"display": "popup"})
+
+
+def _start_429(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    start()
+    return client.post(START)
+
+
+def _start_502(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    broker.fail("create", reply(400, {"message": "no"}))
+    return client.post(START)
+
+
+def _start_503(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    broker.fail("token", reply(503))
+    return client.post(START)
+
+
+def _iframe_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    return start(display="iframe").response
+
+
+def _result_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    started = start()
+    client.get(started.error_url())
+    return client.get(f"/eid/result/{started.reference}/")
+
+
+def _callback(kind: str, tamper: str = "") -> Callable[..., Any]:
+    def hit(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+        started = start(display="iframe" if tamper == "iframe" else "redirect")
+        url = started.url(kind)
+        if tamper == "forged":
+            url = started.success_url(p1="forged")
+        elif tamper == "unknown":
+            url = url.replace(started.reference, "A" * 32)
+        elif tamper == "no session":
+            client = Client()
+        elif tamper == "other browser":
+            client.logout()
+            client.force_login(started.row.user)
+        elif tamper == "expired":
+            old = started.row.created_at - datetime.timedelta(hours=1)
+            Identification.objects.filter(pk=started.pk).update(created_at=old)
+        elif tamper == "broker down":
+            broker.fail("retrieve", reply(503))
+        return client.get(url)
+
+    return hit
+
+
+PAGES: dict[str, tuple[Callable[..., Any], int, str]] = {
+    "start page": (_start_page, 200, "DENY"),
+    "start form error": (_start_invalid, 400, "DENY"),
+    "too many pending": (_start_429, 429, "DENY"),
+    "broker refused the start": (_start_502, 502, "DENY"),
+    "broker unavailable at start": (_start_503, 503, "DENY"),
+    "iframe page": (_iframe_page, 200, "DENY"),
+    "result page": (_result_page, 200, "DENY"),
+    "success redirect": (_callback("success"), 302, "SAMEORIGIN"),
+    "abort redirect": (_callback("abort"), 302, "SAMEORIGIN"),
+    "error outcome": (_callback("error"), 200, "SAMEORIGIN"),
+    "frame exit": (_callback("success", "iframe"), 200, "SAMEORIGIN"),
+    "tampered callback": (_callback("success", "forged"), 400, "SAMEORIGIN"),
+    "unknown reference": (_callback("abort", "unknown"), 404, "SAMEORIGIN"),
+    "interstitial": (_callback("success", "no session"), 200, "SAMEORIGIN"),
+    "another browser": (_callback("error", "other browser"), 403, "SAMEORIGIN"),
+    "expired": (_callback("success", "expired"), 410, "SAMEORIGIN"),
+    "retrieval failed": (_callback("success", "broker down"), 503, "SAMEORIGIN"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize(
+    "site", ["default", "without the middleware", "X_FRAME_OPTIONS=SAMEORIGIN"]
+)
+def test_each_page_sets_its_own_framing_rule(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    eid: Callable[..., None],
+    settings: Any,
+    page: str,
+    site: str,
+) -> None:
+    eid(MAX_PENDING_PER_USER=1)
+    if site == "without the middleware":
+        settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != CLICKJACKING]
+    elif site != "default":
+        settings.X_FRAME_OPTIONS = "SAMEORIGIN"
+    make, status, framing = PAGES[page]
+    response = make(start, alice_client, broker)
+    assert response.status_code == status
+    assert response["X-Frame-Options"] == framing
+
+
+def test_the_iframe_page_allows_framing_only_the_broker(
+    start: Callable[..., Started], alice_client: Client
+) -> None:
+    response = start(display="iframe").response
+    assert response._csp_update == {"frame-src": ["https://id.broker.test"]}
+    assert f'src="{BROKER_PAGE.replace("&", "&amp;")}' in response.content.decode()
+
+
+@pytest.mark.parametrize("page", ["start", "success", "abort", "error"])
+def test_no_page_sets_or_changes_a_cookie_beyond_session_and_csrf(
+    start: Callable[..., Started], alice_client: Client, settings: Any, page: str
+) -> None:
+    settings.SESSION_COOKIE_SAMESITE = "Strict"
+    started = start()
+    response = started.response if page == "start" else alice_client.get(started.url(page))
+    ours = {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, "messages"}  # the abort note
+    assert set(response.cookies) <= ours
+    for morsel in response.cookies.values():
+        assert morsel["samesite"] in ("Strict", "Lax")
+
+
+# -- TLS ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        {},
+        {"VERIFY": False},
+        {"VERIFY_SSL": False},
+        {"SSL_VERIFY": False},
+        {"INSECURE": True},
+        {"CA_BUNDLE": ""},
+        {"CA_BUNDLE": None},
+        {"CA_BUNDLE": False},
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("debug", [False, True])
+def test_no_setting_turns_tls_verification_off(
+    eid: Callable[..., None], settings: Any, attempt: dict[str, Any], debug: bool
+) -> None:
+    settings.DEBUG = debug
+    eid(**attempt)
+    assert EidClient().session.verify is True
+
+
+def test_a_ca_bundle_replaces_the_default_trust_store_but_still_verifies(
+    eid: Callable[..., None],
+) -> None:
+    eid(CA_BUNDLE="/etc/ssl/private-ca.pem")
+    assert EidClient().session.verify == "/etc/ssl/private-ca.pem"
+
+
+def test_there_is_no_setting_to_disable_verification() -> None:
+    assert not [k for k in DEFAULTS if any(w in k for w in ("VERIF", "INSECURE", "SSL", "TLS"))]
+
+
+@pytest.mark.parametrize(
+    ("env", "verify"),
+    [
+        ({}, True),
+        ({"REQUESTS_CA_BUNDLE": "", "CURL_CA_BUNDLE": ""}, True),
+        ({"REQUESTS_CA_BUNDLE": "/etc/ssl/site-ca.pem"}, "/etc/ssl/site-ca.pem"),
+    ],
+    ids=["no CA variables", "empty CA variables", "a CA bundle from the environment"],
+)
+def test_every_call_of_a_flow_verifies_tls(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    verify: Any,
+) -> None:
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    started = start()
+    alice_client.get(started.success_url())
+    calls = broker.rsps.calls
+    assert {c.request.url.split("?")[0].split("/")[2] for c in calls} == {
+        "auth.broker.test",
+        "api.broker.test",
+    }
+    assert [c.request.req_kwargs["verify"] for c in calls] == [verify] * 3
+    assert all(c.request.req_kwargs["timeout"] for c in calls)
+
+
+# -- the size cap -------------------------------------------------------------------------
+@pytest.mark.parametrize("over", [-1, 0, 1, 100_000])
+def test_the_size_cap_is_exact(broker: FakeBroker, eid: Callable[..., None], over: int) -> None:
+    eid(MAX_RESPONSE_BYTES=2048)
+    body = b'{"RequestId": "r", "Pad": "' + b"x" * 2048 + b'"}'
+    body = body[: 2048 + over - 2] + b'"}' if over <= 0 else body + b" " * over
+    broker.fail("retrieve", reply(raw=body))
+    client = EidClient()
+    if len(body) <= 2048:
+        assert client.get_session("r").request_id == "r"
+    else:
+        with pytest.raises(EidProtocolError, match="over 2048 bytes"):
+            client.get_session("r")
+
+
+# -- the system check -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("samesite", "interstitial", "warned"),
+    [
+        ("Strict", False, True),
+        ("strict", False, True),
+        ("Strict", True, False),
+        ("Lax", False, False),
+        ("None", False, False),
+        (False, False, False),
+        ("Lax", True, False),
+    ],
+)
+def test_a_strict_session_cookie_without_the_interstitial_is_warned_about(
+    settings: Any, eid: Callable[..., None], samesite: Any, interstitial: bool, warned: bool
+) -> None:
+    settings.SESSION_COOKIE_SAMESITE = samesite
+    eid(CALLBACK_INTERSTITIAL=interstitial)
+    found = [m for m in checks.run_checks(tags=["django_eid"]) if m.id == "django_eid.W004"]
+    assert bool(found) is warned
+    if warned:
+        assert found[0].level == checks.WARNING
+        assert "CALLBACK_INTERSTITIAL" in (found[0].hint or "")
+
+
+def test_the_http_session_carries_no_default_credentials() -> None:
+    session = EidClient().session
+    assert isinstance(session, requests.Session)
+    assert session.auth is None  # credentials go per call, never via .netrc

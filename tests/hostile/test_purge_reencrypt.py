@@ -1,0 +1,290 @@
+"""Key rotation and ``eid_reencrypt``; retention with ``eid_purge``.
+
+Rotation: data written under an old key reads once a new key is put first, ``eid_reencrypt``
+moves every row to the first key (proved by removing the old key and reading again), and
+``--dry-run`` only counts. Retention: old finished rows are deleted or stripped, stale
+pending ones expire, ``--dry-run`` changes nothing, bad ages are clear errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Callable
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from django_eid import crypto
+from django_eid.management.commands.eid_purge import PERSONAL_FIELDS
+from django_eid.models import Identification
+from tests.hostile.conftest import SSN, Fired, Started, Status, snapshot
+
+pytestmark = pytest.mark.django_db
+
+OLD, NEW, NEWER = (base64.urlsafe_b64encode(c * 32).decode() for c in (b"o", b"n", b"w"))
+
+
+def run(command: str, *args: str) -> str:
+    out = StringIO()
+    call_command(command, *args, stdout=out)
+    return out.getvalue()
+
+
+def ciphertexts() -> dict[int, str | None]:
+    """The column as stored, without decrypting."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, social_security_number FROM django_eid_identification")
+        return dict(cursor.fetchall())
+
+
+def make_rows(user: AbstractBaseUser, count: int, number: str = SSN) -> list[int]:
+    return [
+        Identification.objects.create(
+            user=user, status=Status.SUCCESS, social_security_number=f"{number[:-2]}{i:02d}"
+        ).pk
+        for i in range(count)
+    ]
+
+
+# -- key rotation ------------------------------------------------------------------------------
+@pytest.mark.parametrize("count", [1, 3, 7])
+@pytest.mark.parametrize("first", ["explicit", "derived from SECRET_KEY"])
+def test_rotation_reads_old_rows_and_reencrypt_moves_them_to_the_first_key(
+    alice: AbstractBaseUser, eid: Callable[..., None], settings: Any, count: int, first: str
+) -> None:
+    old = OLD if first == "explicit" else crypto.derived_key(settings.SECRET_KEY)
+    eid(ENCRYPTION_KEYS=[OLD] if first == "explicit" else None)
+    pks = make_rows(alice, count)
+    Identification.objects.create(user=alice)  # no number: never touched
+    written = ciphertexts()
+    eid(ENCRYPTION_KEYS=[NEW, old])  # the new key first, the old one still there
+    assert [Identification.objects.get(pk=pk).social_security_number for pk in pks] == [
+        f"{SSN[:-2]}{i:02d}" for i in range(count)
+    ]
+    assert Identification.objects.with_social_security_number(f"{SSN[:-2]}00").count() == 1
+    assert (
+        run("eid_reencrypt", "--dry-run")
+        == f"{count} identification(s) are not under the first key.\n"
+    )
+    assert ciphertexts() == written  # a dry run writes nothing
+    before = snapshot()
+    assert run("eid_reencrypt", "--batch-size", "2") == (
+        f"Re-encrypted {count} identification(s) under the first key.\n"
+    )
+    after = ciphertexts()
+    assert [pk for pk in written if after[pk] != written[pk]] == pks
+    assert all(crypto.is_current(after[pk] or "") for pk in pks)
+    assert {
+        pk: {k: v for k, v in row.items() if k != "social_security_number_hash"}
+        for pk, row in snapshot().items()
+    } == {
+        pk: {k: v for k, v in row.items() if k != "social_security_number_hash"}
+        for pk, row in before.items()
+    }
+    eid(ENCRYPTION_KEYS=[NEW])  # the old key is gone: everything still reads, and is found
+    assert Identification.objects.get(pk=pks[-1]).social_security_number == (
+        f"{SSN[:-2]}{count - 1:02d}"
+    )
+    assert Identification.objects.with_social_security_number(f"{SSN[:-2]}00").count() == 1
+    assert run("eid_reencrypt", "--dry-run").startswith("0 ")
+    assert run("eid_reencrypt") == "Re-encrypted 0 identification(s) under the first key.\n"
+
+
+def test_rows_under_several_old_keys_all_move(
+    alice: AbstractBaseUser, eid: Callable[..., None]
+) -> None:
+    eid(ENCRYPTION_KEYS=[OLD])
+    first = make_rows(alice, 2)
+    eid(ENCRYPTION_KEYS=[NEW, OLD])
+    second = make_rows(alice, 3, number="01010100000")
+    eid(ENCRYPTION_KEYS=[NEWER, NEW, OLD])
+    assert run("eid_reencrypt", "--dry-run").startswith("5 ")
+    run("eid_reencrypt")
+    eid(ENCRYPTION_KEYS=[NEWER])
+    assert (
+        len({Identification.objects.get(pk=pk).social_security_number for pk in first + second})
+        == 5
+    )
+
+
+def test_removing_a_key_too_early_is_a_clear_error(
+    alice: AbstractBaseUser, eid: Callable[..., None]
+) -> None:
+    eid(ENCRYPTION_KEYS=[OLD])
+    (pk,) = make_rows(alice, 1)
+    eid(ENCRYPTION_KEYS=[NEW])
+    with pytest.raises(crypto.DecryptionError):
+        Identification.objects.get(pk=pk)
+    with pytest.raises(CommandError, match=f"identification {pk}"):
+        run("eid_reencrypt")
+    eid(ENCRYPTION_KEYS=[NEW, OLD])  # put it back: nothing was lost
+    assert Identification.objects.get(pk=pk).social_security_number == f"{SSN[:-2]}00"
+
+
+def test_a_flow_after_rotation_writes_under_the_new_key(
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(ENCRYPTION_KEYS=[NEW, OLD], GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start()
+    alice_client.get(started.success_url())
+    assert crypto.is_current(ciphertexts()[started.pk] or "")
+    eid(ENCRYPTION_KEYS=[NEW])
+    assert started.row.social_security_number == SSN
+
+
+# -- retention ---------------------------------------------------------------------------------
+AGES = {  # name: (status, age)
+    "success 100 days": (Status.SUCCESS, datetime.timedelta(days=100)),
+    "error 100 days": (Status.ERROR, datetime.timedelta(days=100)),
+    "aborted 100 days": (Status.ABORTED, datetime.timedelta(days=100)),
+    "rejected 100 days": (Status.REJECTED, datetime.timedelta(days=100)),
+    "expired 91 days": (Status.EXPIRED, datetime.timedelta(days=91)),
+    "success 89 days": (Status.SUCCESS, datetime.timedelta(days=89)),
+    "pending 1 hour": (Status.PENDING, datetime.timedelta(hours=1)),
+    "pending 100 days": (Status.PENDING, datetime.timedelta(days=100)),
+    "pending 1 minute": (Status.PENDING, datetime.timedelta(minutes=1)),
+}
+OLD_FINISHED = {
+    "success 100 days",
+    "error 100 days",
+    "aborted 100 days",
+    "rejected 100 days",
+    "expired 91 days",
+}
+STALE = {"pending 1 hour", "pending 100 days"}
+
+
+@pytest.fixture
+def rows(alice: AbstractBaseUser) -> dict[str, int]:
+    now = timezone.now()
+    made = {}
+    for name, (status, age) in AGES.items():
+        row = Identification.objects.create(
+            user=alice,
+            status=status,
+            name="Kari Nordmann",
+            first_name="Kari",
+            identity_provider="NO_BANKID_WEB",
+            identity_provider_unique_id="uid",
+            social_security_number=SSN,
+            date_of_birth=datetime.date(1971, 12, 31),
+            user_agent="Mozilla",
+            ip_address="203.0.113.7",
+            metadata={"k": "v"},
+            raw={"Name": "Kari Nordmann"},
+            error_code="E" if status == Status.ERROR else "",
+        )
+        Identification.objects.filter(pk=row.pk).update(created_at=now - age)
+        made[name] = row.pk
+    return made
+
+
+def status_of(rows: dict[str, int]) -> dict[str, str | None]:
+    current = {r.pk: r.status for r in Identification.objects.all()}
+    return {name: current.get(pk) for name, pk in rows.items()}
+
+
+@pytest.mark.parametrize("age", ["90d", "90", "2160h", "129600m", "7776000s", " 90D "])
+def test_purge_deletes_old_finished_rows_and_expires_stale_pending_ones(
+    rows: dict[str, int], age: str
+) -> None:
+    out = run("eid_purge", "--older-than", age)
+    assert "Deleted 6 " in out
+    assert "Expired 2 " in out
+    expected = {
+        n: None if n in OLD_FINISHED | {"pending 100 days"} else s for n, (s, _) in AGES.items()
+    }
+    expected["pending 1 hour"] = Status.EXPIRED
+    assert status_of(rows) == expected
+
+
+def test_purge_anonymizes_instead_when_asked(rows: dict[str, int]) -> None:
+    before = snapshot()
+    out = run("eid_purge", "--older-than", "90d", "--anonymize")
+    assert "Anonymized 6 " in out
+    assert "Expired 2 " in out
+    after = snapshot()
+    for name, pk in rows.items():
+        stripped = name in OLD_FINISHED | {"pending 100 days"}
+        for field, blank in PERSONAL_FIELDS.items():
+            assert (after[pk][field] == blank) is stripped or before[pk][field] == blank, field
+        assert after[pk]["identity_provider"] == "NO_BANKID_WEB"  # statistics stay
+        assert after[pk]["created_at"] == before[pk]["created_at"]
+    assert Identification.objects.with_social_security_number(SSN).count() == 3
+    again = run("eid_purge", "--older-than", "90d", "--anonymize")
+    assert "Anonymized 0 " in again
+    assert "Expired 0 " in again
+
+
+def test_anonymize_also_strips_rows_that_never_had_a_name(alice: AbstractBaseUser) -> None:
+    row = Identification.objects.create(
+        user=alice, status=Status.ABORTED, user_agent="Mozilla", ip_address="203.0.113.7"
+    )
+    Identification.objects.filter(pk=row.pk).update(
+        created_at=timezone.now() - datetime.timedelta(days=100)
+    )
+    assert "Would anonymize 1 " in run(
+        "eid_purge", "--older-than", "90d", "--anonymize", "--dry-run"
+    )
+    run("eid_purge", "--older-than", "90d", "--anonymize")
+    row.refresh_from_db()
+    assert (row.user_agent, row.ip_address) == ("", None)
+
+
+@pytest.mark.parametrize("anonymize", [False, True])
+def test_a_dry_run_counts_exactly_what_a_run_does_and_changes_nothing(
+    rows: dict[str, int], anonymize: bool
+) -> None:
+    flags = ["--anonymize"] if anonymize else []
+    before = snapshot()
+    out = run("eid_purge", "--older-than", "90d", "--dry-run", *flags)
+    assert snapshot() == before
+    verb = "anonymize" if anonymize else "delete"
+    assert out == (
+        "Would expire 2 stale pending identification(s).\n"
+        f"Would {verb} 6 finished identification(s) older than 90 days, 0:00:00.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "age",
+    [
+        "",
+        "abc",
+        "-5d",
+        "90x",
+        "1.5d",
+        "d",
+        "90 d",
+        "0x10",
+        "99999999999999999999d",
+        "999999999w",
+        "\u0661\u0660d",
+    ],
+)
+def test_a_bad_age_is_a_clear_command_error(rows: dict[str, int], age: str) -> None:
+    before = snapshot()
+    with pytest.raises(CommandError, match="--older-than"):
+        run("eid_purge", "--older-than", age)
+    assert snapshot() == before
+
+
+def test_purge_races_traffic_safely(
+    start: Callable[..., Started], alice_client: Client, fired: Fired
+) -> None:
+    live, stale = start(), start()
+    old = stale.row.created_at - datetime.timedelta(hours=1)
+    Identification.objects.filter(pk=stale.pk).update(created_at=old)
+    fired.clear()
+    run("eid_purge", "--older-than", "0s")
+    assert alice_client.get(live.success_url()).status_code == 302  # untouched, completes
+    assert alice_client.get(stale.success_url()).status_code == 404  # expired, then purged
+    assert fired.names == ["succeeded"]
