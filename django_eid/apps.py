@@ -8,4 +8,9 @@ class DjangoEidConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import logging
+
         from django_eid import checks  # noqa: F401  (registers the system checks)
+        from django_eid.signals import hide_rejections
+
+        logging.getLogger("django.dispatch").addFilter(hide_rejections)

@@ -192,7 +192,6 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
     ssn = crypto.SensitiveText(record.social_security_number or "") or None
     ip = record.environment_info.ip_address
     fields: dict[str, Any] = {
-        "identity_provider": (record.identity_provider or "")[:64],
         "identity_provider_unique_id": (record.identity_provider_unique_id or "")[:255],
         "name": (record.name or "")[:255],
         "first_name": (record.first_name or "")[:255],
@@ -204,6 +203,9 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
         "metadata": dict(record.metadata),
         "raw": record.redacted(),
     }
+    if record.identity_provider:
+        # A record without a provider keeps the one that was asked for.
+        fields["identity_provider"] = record.identity_provider[:64]
     if record.environment_info.user_agent:
         fields["user_agent"] = record.environment_info.user_agent[:1000]
     if ip:
@@ -231,6 +233,25 @@ def _same_person_elsewhere(row: Identification, record: IdentificationRecord) ->
     )
 
 
+def _refusal(row: Identification, record: IdentificationRecord) -> tuple[str, str] | None:
+    """Why the app itself refuses a successful record: ``(code, message)``, or ``None``."""
+    used = record.identity_provider
+    allowed = eid_settings.ALLOWED_PROVIDERS
+    if used and (
+        (row.identity_provider and used != row.identity_provider)
+        or (allowed is not None and used not in allowed)
+    ):
+        # The broker let the user pick a provider this site does not accept.
+        return "PROVIDER_NOT_ALLOWED", gettext(
+            "You identified with an eID that is not accepted here. Please try again."
+        )
+    if eid_settings.ONE_ACCOUNT_PER_PERSON and _same_person_elsewhere(row, record):
+        return "ONE_ACCOUNT_PER_PERSON", gettext(
+            "This person is already verified on another account."
+        )
+    return None
+
+
 def succeed(row: Identification, request: HttpRequest, record: IdentificationRecord) -> None:
     """Store a record whose RequestId matched; act on its Status.
 
@@ -248,14 +269,12 @@ def succeed(row: Identification, request: HttpRequest, record: IdentificationRec
             logger.info("Identification %s ended with record status %s.", row.pk, record.status)
             _send(signals.identification_failed, row, request)
         return
-    if eid_settings.ONE_ACCOUNT_PER_PERSON and _same_person_elsewhere(row, record):
-        fields.update(
-            status=Status.REJECTED,
-            error_code="ONE_ACCOUNT_PER_PERSON",
-            error_message=gettext("This person is already verified on another account."),
-        )
+    refusal = _refusal(row, record)
+    if refusal is not None:
+        code, message = refusal
+        fields.update(status=Status.REJECTED, error_code=code, error_message=message)
         if _transition(row, **fields):
-            logger.info("Identification %s rejected: person verified on another account.", row.pk)
+            logger.info("Identification %s rejected (%s).", row.pk, code)
             _send(signals.identification_failed, row, request)
         return
     fields["status"] = Status.SUCCESS

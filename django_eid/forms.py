@@ -47,15 +47,14 @@ class StartForm(forms.Form):
         self.request = request
         allowed = eid_settings.ALLOWED_PROVIDERS
         if allowed and len(allowed) > 1:
-            choices: list[tuple[str, Any]] = []
-            if not eid_settings.IDENTITY_PROVIDER:
-                choices.append(("", _("Let me choose at the broker")))
-            choices += [(p, p.replace("_", " ").title()) for p in allowed]
+            # No "choose at the broker" entry: the broker would then offer every
+            # provider of the account, not just the allowed ones.
+            choices: list[tuple[str, Any]] = [(p, p.replace("_", " ").title()) for p in allowed]
             self.fields["provider"] = forms.ChoiceField(
                 label=_("Identity provider"),
                 choices=choices,
                 required=False,
-                initial=eid_settings.IDENTITY_PROVIDER or "",
+                initial=eid_settings.IDENTITY_PROVIDER or allowed[0],
             )
         else:
             self.fields["provider"].widget = forms.HiddenInput()
@@ -68,10 +67,12 @@ class StartForm(forms.Form):
         value: str = self.cleaned_data.get("provider") or ""
         if not value:
             allowed_only = eid_settings.ALLOWED_PROVIDERS
-            if not eid_settings.IDENTITY_PROVIDER and allowed_only and len(allowed_only) == 1:
+            if eid_settings.IDENTITY_PROVIDER or not allowed_only:
+                return eid_settings.IDENTITY_PROVIDER
+            if len(allowed_only) == 1:
                 # One allowed provider: the broker must not offer the account's others.
                 return allowed_only[0]
-            return eid_settings.IDENTITY_PROVIDER
+            raise forms.ValidationError(_("Choose an identity provider."), code="required")
         if not PROVIDER_RE.match(value):
             raise forms.ValidationError(
                 _(

@@ -13,6 +13,8 @@ exception: a receiver of ``identification_succeeded`` may raise
 :class:`~django_eid.exceptions.IdentificationRejected` to refuse the identity.
 """
 
+import logging
+
 from django.dispatch import Signal
 
 # A session was created at the broker and the user is on the way there.
@@ -32,3 +34,21 @@ identification_aborted = Signal()
 # rejection (status ERROR or REJECTED; see error_status/error_code/error_message).
 # Arguments: identification, user, request.
 identification_failed = Signal()
+
+
+class HideRejections(logging.Filter):
+    """Drop ``django.dispatch``'s error record for an ``IdentificationRejected``.
+
+    ``send_robust`` logs every exception a receiver raises at ERROR level, with
+    its message. A rejection is an answer, not an error, and its reason may
+    describe the person; django-eid logs the rejection itself, without it.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from django_eid.exceptions import IdentificationRejected
+
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, IdentificationRejected)
+
+
+hide_rejections = HideRejections()

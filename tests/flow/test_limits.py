@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -135,3 +136,45 @@ def test_the_oldest_pending_reference_leaves_a_full_session(
     assert pending_refs(alice_client) == {s.row.reference for s in sessions[1:]}
     assert alice_client.get(sessions[0].abort_url()).status_code == 403
     assert alice_client.get(sessions[1].abort_url()).status_code == 302
+
+
+# -- the provider actually used -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings_", "posted", "used"),
+    [
+        ({}, "NO_BANKID_WEB", "NO_BUYPASS"),
+        ({"ALLOWED_PROVIDERS": ["NO_BANKID_WEB"]}, "", "SWE_BANKID"),
+    ],
+)
+def test_a_record_from_a_provider_not_asked_for_is_rejected(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    signal_log: SignalLog,
+    settings_: dict[str, Any],
+    posted: str,
+    used: str,
+) -> None:
+    eid(**settings_)
+    started = start(provider=posted)
+    broker.will_return(started.request_id, IdentityProvider=used)
+    response = alice_client.get(started.success_url())
+    assert response.status_code == 200
+    assert "not accepted here" in response.content.decode()
+    row = started.refresh()
+    assert (row.status, row.error_code) == (Status.REJECTED, "PROVIDER_NOT_ALLOWED")
+    assert signal_log.names[-1] == "identification_failed"
+    assert "identification_succeeded" not in signal_log.names
+
+
+def test_a_record_without_a_provider_keeps_the_one_asked_for(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(provider="NO_BANKID_WEB")
+    broker.will_return(started.request_id, IdentityProvider=None)
+    assert alice_client.get(started.success_url()).status_code == 302
+    row = started.refresh()
+    assert (row.status, row.identity_provider) == (Status.SUCCESS, "NO_BANKID_WEB")

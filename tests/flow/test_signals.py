@@ -254,3 +254,25 @@ def test_a_crashing_started_receiver_does_not_stop_the_start(
     started = start()  # asserts the redirect to the broker
     assert started.row.status == Status.PENDING
     assert any("ValueError" in r.getMessage() for r in caplog.records)
+
+
+def test_a_rejection_is_not_logged_as_a_receiver_error(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def reject(**kwargs: Any) -> None:
+        raise IdentificationRejected("Under 18: born 2015")
+
+    signals.identification_succeeded.connect(reject)
+    try:
+        started = start()
+        broker.will_return(started.request_id)
+        with caplog.at_level(logging.DEBUG):
+            alice_client.get(started.success_url())
+    finally:
+        signals.identification_succeeded.disconnect(reject)
+    assert started.refresh().status == Status.REJECTED
+    assert "born 2015" not in caplog.text
+    assert not [r for r in caplog.records if r.name == "django.dispatch"]

@@ -146,6 +146,20 @@ def test_a_provider_other_than_identity_provider_is_refused(
     assert len(broker.rsps.calls) == 0
 
 
+def test_several_allowed_providers_need_a_choice(
+    alice_client: Client, broker: Broker, eid: Callable[..., None]
+) -> None:
+    # Leaving the choice to the broker would offer every provider of the account.
+    eid(ALLOWED_PROVIDERS=["NO_BANKID_WEB", "DA_NEMID"])
+    broker.will_create()
+    page = alice_client.get(START).content.decode()
+    assert "Let me choose" not in page
+    response = alice_client.post(START, {"provider": ""})
+    assert response.status_code == 400
+    assert "Choose an identity provider." in response.content.decode()
+    assert len(broker.rsps.calls) == 0
+
+
 def test_an_unknown_display_is_refused(alice_client: Client, broker: Broker) -> None:
     broker.will_create()
     response = alice_client.post(START, {"display": "popup"})
@@ -162,7 +176,6 @@ def test_an_unknown_display_is_refused(alice_client: Client, broker: Broker) -> 
         ({"IDENTITY_PROVIDER": "NO_BANKID_WEB"}, "", "NO_BANKID_WEB"),
         ({"IDENTITY_PROVIDER": "NO_BANKID_WEB"}, "NO_BANKID_WEB", "NO_BANKID_WEB"),
         ({"ALLOWED_PROVIDERS": ["NO_BANKID_WEB", "DA_NEMID"]}, "DA_NEMID", "DA_NEMID"),
-        ({"ALLOWED_PROVIDERS": ["NO_BANKID_WEB", "DA_NEMID"]}, "", None),
         ({"ALLOWED_PROVIDERS": ["FI_TUPAS"]}, "", "FI_TUPAS"),
         (
             {
