@@ -106,6 +106,12 @@ def gunicorn(app: str, port: int, workers: int, threads: int) -> list[str]:
         "60",
         "--graceful-timeout",
         "5",
+        # Longer than any pause of a simulated user: gunicorn's default (2 s) closes
+        # idle keep-alive connections just as a client reuses them ("connection
+        # reset", a load-driver artefact; in production a proxy holds the browsers'
+        # connections).
+        "--keep-alive",
+        "30",
         "--log-level",
         "warning",
     ]

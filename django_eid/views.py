@@ -264,7 +264,10 @@ class CallbackView(View):
                 return f"{param} missing"
             if len(value) > PLACEHOLDER_MAX:
                 return f"{param} too long"
-            if not hmac.compare_digest(value.encode(), expected.encode()):
+            # A broker that substitutes without percent-encoding turns a "+" of the id
+            # into a space on the way through the query string; accept that spelling too.
+            spellings = {value, value.replace(" ", "+")}
+            if not any(hmac.compare_digest(v.encode(), expected.encode()) for v in spellings):
                 return f"{param} does not match"
         return None
 

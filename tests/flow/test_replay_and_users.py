@@ -307,3 +307,26 @@ def test_callbacks_answer_get_only(
         assert getattr(alice_client, method)(url).status_code == 405
     assert started.refresh().status == Status.PENDING
     assert len(broker.get_calls) == 0
+
+
+def test_a_request_id_substituted_without_percent_encoding_still_matches(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    # "+" reaches the query string raw and Django reads it as a space.
+    started = start(request_id="abc+def/ghi=" + "x" * 40)
+    broker.will_return(started.request_id)
+    url = started.return_urls["Success"].replace("[1]", started.request_id)
+    url = url.replace("[2]", started.row.external_id).replace("http://testserver", "")
+    assert alice_client.get(url).status_code == 302
+    assert started.refresh().status == Identification.Status.SUCCESS
+
+
+def test_a_space_is_not_a_wildcard(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(request_id="abc+def")
+    broker.will_return(started.request_id)
+    url = started.return_urls["Success"].replace("[1]", "abc def ")
+    url = url.replace("[2]", started.row.external_id).replace("http://testserver", "")
+    assert alice_client.get(url).status_code == 400
+    assert started.refresh().status == Identification.Status.PENDING
