@@ -35,7 +35,10 @@ die() { log "ERROR: $*"; exit 1; }
 # Debian keeps the server binaries (initdb, pg_ctl) out of PATH, one dir per
 # major version; take the newest.  EID_PG_BINDIR overrides.
 pg_bindir() {
-    if [[ -n ${EID_PG_BINDIR:-} ]]; then echo "$EID_PG_BINDIR"; return; fi
+    if [[ -n ${EID_PG_BINDIR:-} ]]; then
+        [[ -x $EID_PG_BINDIR/initdb ]] && echo "$EID_PG_BINDIR"
+        return
+    fi
     local dir
     dir=$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)
     if [[ -n $dir && -x $dir/initdb ]]; then echo "$dir"; return; fi

@@ -1,0 +1,1 @@
+"""django-eid benchmarks: ``python -m benchmarks`` (see docs/benchmarks.md)."""

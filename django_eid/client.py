@@ -422,17 +422,29 @@ class _HeaderAuth(requests.auth.AuthBase):
         return r
 
 
-# One client per thread: ``requests.Session`` is not documented as thread-safe, and
-# reusing it across requests keeps the worker's connection to the broker warm.
-_local = threading.local()
+# One client per process, shared by its threads: its connection pool (urllib3's,
+# thread-safe) then stays warm across requests even under servers that start a
+# thread per request (runserver), where a per-thread client would reconnect each time.
+_shared: list[EidClient] = []
+_shared_lock = threading.Lock()
 
 
 def get_client() -> EidClient:
-    """This thread's client; a new one is made when ``DJANGO_EID`` changes."""
-    client: EidClient | None = getattr(_local, "client", None)
-    if client is None or client.generation != eid_settings.generation:
-        if client is not None:
+    """The process's client; a new one is made when ``DJANGO_EID`` changes."""
+    client = _shared[0] if _shared else None
+    if client is not None and client.generation == eid_settings.generation:
+        return client
+    with _shared_lock:
+        client = _shared[0] if _shared else None
+        if client is None or client.generation != eid_settings.generation:
+            client = EidClient()
+            _shared[:] = [client]
+        return client
+
+
+def reset_client() -> None:
+    """Close and forget the shared client (tests; after changing settings by hand)."""
+    with _shared_lock:
+        for client in _shared:
             client.close()
-        client = EidClient()
-        _local.client = client
-    return client
+        _shared.clear()

@@ -84,10 +84,7 @@ def json_body(call: Any) -> Any:
 
 
 def reset_clients() -> None:
-    client = getattr(django_eid.client._local, "client", None)
-    if client is not None:
-        client.close()
-        del django_eid.client._local.client
+    django_eid.client.reset_client()
 
 
 @pytest.fixture(autouse=True)

@@ -202,10 +202,7 @@ def fresh_client_state() -> Iterator[None]:
     def reset() -> None:
         for alias in caches:
             caches[alias].clear()
-        current = getattr(django_eid.client._local, "client", None)
-        if current is not None:
-            current.close()
-            del django_eid.client._local.client
+        django_eid.client.reset_client()
 
     reset()
     yield

@@ -274,10 +274,7 @@ def forget_tokens() -> None:
             s.AUTH_URL, s.BASE_URL, s.CLIENT_ID, " ".join(s.SCOPES), s.TOKEN_AUTH_METHOD
         )
         caches[s.TOKEN_CACHE].delete_many([key, key + ":lock"])
-    current = getattr(client._local, "client", None)
-    if current is not None:
-        current.close()
-        del client._local.client
+    client.reset_client()
 
 
 def _body(request: requests.PreparedRequest) -> bytes:

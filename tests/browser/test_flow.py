@@ -170,11 +170,6 @@ def test_a_minor_is_rejected_by_the_sites_receiver(
     expect(page.locator("table tbody tr").first).to_contain_text("Rejected")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sandbox bug: its login page's POST needs a CSRF cookie, which a third-party "
-    "frame never gets (403 'CSRF cookie not set'); remove this mark once it is fixed",
-)
 def test_identify_inside_an_iframe_of_another_site(
     page: Page, log_in: Callable[..., None], site_url: str
 ) -> None:

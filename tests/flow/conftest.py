@@ -180,10 +180,7 @@ def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def reset() -> None:
         for alias in caches:
             caches[alias].clear()
-        client = getattr(django_eid.client._local, "client", None)
-        if client is not None:
-            client.close()
-            del django_eid.client._local.client
+        django_eid.client.reset_client()
 
     monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
     reset()

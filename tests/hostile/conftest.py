@@ -232,10 +232,7 @@ class Started:
 def _reset_clients() -> None:
     for alias in caches:
         caches[alias].clear()
-    client = getattr(django_eid.client._local, "client", None)
-    if client is not None:
-        client.close()
-        del django_eid.client._local.client
+    django_eid.client.reset_client()
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,7 @@ from tests.production.stub import BrokerStub
 
 def fresh_clients() -> None:
     """Forget this thread's cached client, so the next one reads the current settings."""
-    client = getattr(django_eid.client._local, "client", None)
-    if client is not None:
-        client.close()
-        django_eid.client._local.client = None
+    django_eid.client.reset_client()
 
 
 def client_with_session(session_key: str) -> Client:
