@@ -69,7 +69,7 @@ test-sqlite: venv
 # that is an error (not with PYTEST_ARGS: a narrowed run may hold none).
 test-production: venv
 	.ci/services.sh run env $(if $(PYTEST_ARGS),,EID_REQUIRE_PRODUCTION=1) \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		$(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
 
 docs: venv
 	@if [ -f mkdocs.yml ]; then \

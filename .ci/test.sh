@@ -5,7 +5,8 @@
 #   1. lint              ruff check, ruff format --check, mypy
 #   2. pytest            whole suite on SQLite + local-memory cache
 #   3. production tier   whole suite again on PostgreSQL + Redis (.ci/services.sh)
-#   4. docs              mkdocs build --strict (when mkdocs.yml exists)
+#   4. Django matrix     tox: the suite on Django 4.2, 5.1 and 5.2 (CI, or MATRIX=yes)
+#   5. docs              mkdocs build --strict (when mkdocs.yml exists)
 #
 # The production tier is mandatory when CI=true, EID_REQUIRE_PRODUCTION=1 or
 # PRODUCTION=yes; with PRODUCTION=auto (default) it runs when PostgreSQL and
@@ -73,6 +74,13 @@ case $(production_mode) in
             step "production tier (PostgreSQL + Redis)" submake test-production
         fi ;;
 esac
+
+# The supported Django versions (tox.ini); mandatory in CI, on request elsewhere.
+if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then
+    step "Django matrix (tox: 4.2, 5.1, 5.2)" submake tox
+else
+    skip "matrix" "Django matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
+fi
 
 if [[ -f mkdocs.yml ]]; then
     step "docs (mkdocs build --strict)" submake docs
