@@ -13,6 +13,7 @@ new Session per call costs).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -23,7 +24,7 @@ from benchmarks.common import header, row, table_header
 from tests.production.stub import BrokerStub
 from tests.production.workers import configure_django
 
-THREADS = 4
+THREADS = int(os.environ.get("BENCH_CONNECTION_THREADS", "4"))
 
 
 def _urls() -> Any:

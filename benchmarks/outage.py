@@ -260,7 +260,9 @@ def run(quick: bool = False, services: dict[str, str] | None = None) -> dict[str
         "max_thread_held_s": held,
         "recovered_after_s": recovery,
         "drivers_stuck": stuck,
-        "stub": stub.snapshot() | {"token_times": None},
+        "stub": {
+            k: v for k, v in stub.snapshot().items() if k not in ("token_times", "call_times")
+        },
         "events": sorted(
             (
                 {

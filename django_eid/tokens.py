@@ -78,6 +78,8 @@ class TokenStore:
         # The last token seen by this process saves a cache round trip per call.
         self._local: AccessToken | None = None
         self._local_lock = threading.Lock()
+        # (monotonic time, message) of this process's last failure to reach the broker.
+        self._local_failure: tuple[float, str] | None = None
 
     @property
     def cache(self) -> Any:
@@ -87,12 +89,25 @@ class TokenStore:
         local = self._local
         if local is not None and local.fresh:
             return local
+        since = time.monotonic()
         with self._local_lock:
             local = self._local
             if local is not None and local.fresh:
                 return local
+            # The threads of a process share this store: if the one that held the lock
+            # while we waited for it found the broker not answering, do not ask again
+            # (each waiting thread would otherwise spend another TIMEOUT, one after another).
+            failure = self._local_failure
+            if failure is not None and failure[0] >= since:
+                raise EidUnavailable(
+                    f"{failure[1]} (another thread's token request, moments ago; "
+                    "not repeated in this request)"
+                )
             try:
                 token = self._shared_or_fetch()
+            except EidUnavailable as err:
+                self._local_failure = (time.monotonic(), str(err))
+                raise
             except EidError:
                 raise
             except Exception as err:  # any cache backend's own errors

@@ -16,6 +16,7 @@ from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.request import split_domain_port
@@ -212,6 +213,11 @@ class CallbackView(View):
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         if not REFERENCE_RE.match(reference):
             return render_error(request, _("This identification link is not valid."), status=404)
+        try:
+            request.GET  # noqa: B018  (parsed lazily; some Django versions raise here)
+        except SuspiciousOperation:
+            # More parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS: never a broker's.
+            return render_error(request, _("This identification link is not valid."), status=400)
         if not request.user.is_authenticated:
             return self.without_session(request)
         row = Identification.objects.filter(reference=reference).first()

@@ -3,7 +3,7 @@
 - Every catalog (nb, sv, da, fi) translates every string, with no fuzzy entry, and its
   compiled ``.mo`` says what its ``.po`` says.
 - No string of the source is missing from the catalogs (``makemessages`` into a copy of
-  the package finds nothing new); skipped when GNU gettext is not installed.
+  the package finds nothing new); skipped when GNU gettext is not installed, except in CI.
 - The start page, the error page and the sandbox's login page render in each language.
 - The ``Language`` of the create request follows Django's active language.
 """

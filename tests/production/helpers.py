@@ -21,7 +21,7 @@ from tests.production.stub import BrokerStub
 
 
 def fresh_clients() -> None:
-    """Forget this thread's cached client, so the next one reads the current settings."""
+    """Forget the cached broker client, so the next one reads the current settings."""
     django_eid.client.reset_client()
 
 
