@@ -21,6 +21,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import quote_plus
 
 import requests
+import requests.adapters
 import requests.auth
 from urllib3.exceptions import NewConnectionError
 
@@ -48,6 +49,8 @@ logger = logging.getLogger("django_eid.client")
 USER_AGENT: Final = f"django-eid/{__version__} python-requests/{requests.__version__}"
 MAX_RETRIES: Final = 2
 BACKOFF: Final = 0.2
+#: Connections kept per broker host; at least the threads of a busy worker process.
+POOL_SIZE: Final = 32
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 _REQUEST_ID_HEADERS: Final = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
 _T = TypeVar("_T")
@@ -104,6 +107,11 @@ class EidClient:
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters."""
         session = requests.Session()
+        # One pooled connection per thread that calls the broker at once; requests'
+        # default of 10 would open and close extra connections on busier workers.
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
         session.headers["User-Agent"] = USER_AGENT
         session.headers["Accept"] = "application/json"
         # TLS verification is always on; a private CA can be named, never disabled.

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
@@ -99,29 +101,40 @@ def start(
         )
         _check_request_id(created.request_id)
     except EidError as err:
-        row.status = Status.ERROR
-        row.error_code = type(err).__name__
-        row.error_message = str(err)[:1000]
-        row.completed_at = timezone.now()
-        row.save()
-        logger.warning("Creating identification session %s failed: %s", row.pk, err)
+        _store_failure(row, err)
         raise BrokerFailed(row, err) from err
     row.request_id = created.request_id
-    row.save(force_insert=True)
+    try:
+        # Inside a caller's transaction a failed INSERT must not break it: savepoint.
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            row.save(force_insert=True)
+    except IntegrityError as err:
+        # The unique index, not a query per start, catches a RequestId seen before.
+        error = EidProtocolError("create_session answered the RequestId of an earlier session")
+        row.request_id = None
+        _store_failure(row, error)
+        raise BrokerFailed(row, error) from err
     logger.info("Identification %s started (provider %s).", row.pk, provider or "any")
     _send(signals.identification_started, row, request)
     return Started(row, created.url)
 
 
 def _check_request_id(request_id: str) -> None:
-    """A RequestId that cannot be stored, or is stored already, does not name a new session."""
+    """A RequestId that cannot be stored does not name a session we can finish."""
     if len(request_id) > REQUEST_ID_MAX:
         raise EidProtocolError(
             f"create_session answered a RequestId of {len(request_id)} characters "
             f"(at most {REQUEST_ID_MAX} are stored)"
         )
-    if Identification.objects.filter(request_id=request_id).exists():
-        raise EidProtocolError("create_session answered the RequestId of an earlier session")
+
+
+def _store_failure(row: Identification, err: EidError) -> None:
+    row.status = Status.ERROR
+    row.error_code = type(err).__name__
+    row.error_message = str(err)[:1000]
+    row.completed_at = timezone.now()
+    row.save(force_insert=True)
+    logger.warning("Creating identification session %s failed: %s", row.pk, err)
 
 
 def pending_count(user: Any) -> int:
