@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 from urllib.parse import quote_plus
 
 import requests
@@ -53,7 +53,6 @@ BACKOFF: Final = 0.2
 POOL_SIZE: Final = 32
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 _REQUEST_ID_HEADERS: Final = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
-_T = TypeVar("_T")
 #: Eleven digits standing alone: a national identity number, kept out of error messages.
 _NIN_RE: Final = re.compile(r"(?<!\d)\d{11}(?!\d)")
 #: A JWT (the broker's access tokens are JWTs), kept out of error messages.
@@ -445,6 +444,8 @@ def get_client() -> EidClient:
     with _shared_lock:
         client = _shared[0] if _shared else None
         if client is None or client.generation != eid_settings.generation:
+            # The old client is left to the garbage collector, not closed: another
+            # thread may still be in the middle of a call with it.
             client = EidClient()
             _shared[:] = [client]
         return client

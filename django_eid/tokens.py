@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -166,7 +167,10 @@ class TokenStore:
 
     def _locked_fetch(self, lock_ttl: int) -> AccessToken | None:
         """Fetch under the shared lock; ``None`` if another worker holds it."""
-        if not self.cache.add(self.lock_key, "1", lock_ttl):
+        # A value of our own, so we release only our lock: a fetch slower than the
+        # lock's TTL must not delete the lock another worker has taken since.
+        owner = secrets.token_hex(8)
+        if not self.cache.add(self.lock_key, owner, lock_ttl):
             return None
         try:
             # Another worker may have stored a token between our read and our lock.
@@ -180,7 +184,8 @@ class TokenStore:
                 logger.warning("The token cache failed (%s).", cache_err)
             raise
         finally:
-            self.cache.delete(self.lock_key)
+            if self.cache.get(self.lock_key) == owner:
+                self.cache.delete(self.lock_key)
 
     def _raise_if_holder_failed(self, since: float) -> None:
         """Raise the lock holder's failure if it happened after ``since`` (epoch seconds)."""

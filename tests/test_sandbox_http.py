@@ -337,3 +337,21 @@ def test_check_of_the_sandbox_cache(settings: SettingsWrapper) -> None:
     settings.DJANGO_EID = eid_settings_with(SANDBOX_CACHE="nope")
     settings.DEBUG = True
     assert {m.id for m in check_sandbox()} == {"django_eid.E101"}
+
+
+def test_a_double_click_that_loses_the_race_gets_the_ended_page(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_eid.sandbox.broker import SandboxBroker
+
+    path, _ = login_path(client)
+    real_abort = SandboxBroker.abort
+
+    def abort_after_the_other_click(self: SandboxBroker, request_id: str) -> str:
+        real_abort(self, request_id)  # the first click wins between check and act ...
+        return real_abort(self, request_id)  # ... so this one finds the session ended
+
+    monkeypatch.setattr(SandboxBroker, "abort", abort_after_the_other_click)
+    response = client.post(path, {"action": "abort"})
+    assert response.status_code == 410
+    assert "already ended" in response.content.decode()

@@ -349,3 +349,18 @@ def test_a_token_cache_outage_falls_back_to_fetching(
     add_token(broker, token="tok-2")
     with pytest.raises(EidApiError):
         client.get_session(REQUEST_ID)
+
+
+def test_a_slow_fetch_does_not_release_a_lock_taken_over_by_another_worker() -> None:
+    store_cache = caches["default"]
+    holder: list[django_eid.tokens.TokenStore] = []
+
+    def slow_fetch() -> AccessToken:
+        # Our lock expired during a slow fetch and another worker took it.
+        store_cache.set(holder[0].lock_key, "another-worker", 30)
+        return AccessToken.issued_now("tok-slow", "Bearer", 3600)
+
+    store = django_eid.tokens.TokenStore("default", cache_key("slow-test"), slow_fetch, wait=0.2)
+    holder.append(store)
+    assert store.get().access_token == "tok-slow"
+    assert store_cache.get(store.lock_key) == "another-worker"

@@ -262,7 +262,7 @@ class EidBroker:
 
 
 def forget_tokens() -> None:
-    """Drop django-eid's cached access token and this thread's client.
+    """Drop django-eid's cached access token and the process's shared client.
 
     A token issued by a previous test's broker would otherwise be sent to this
     test's broker, which never issued it (a 401, then a second token request).

@@ -23,7 +23,7 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 
 from django_eid.conf import eid_settings
-from django_eid.sandbox.broker import SandboxBroker, UnknownSession
+from django_eid.sandbox.broker import SandboxBroker, SessionError, UnknownSession
 from django_eid.sandbox.checks import sandbox_enabled
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
 from django_eid.sandbox.persons import builtin_persons
@@ -156,20 +156,24 @@ class LoginView(SandboxView):
         if not form.is_valid():
             return self.render_page(session, form, status=400)
         action = form.cleaned_data["action"]
-        if action == IDENTIFY:
-            url = broker.identify(
-                request_id,
-                form.chosen_person(),
-                provider=form.cleaned_data["provider"] or None,
-                # The real environment of the browser at the sandbox, as a broker reports it.
-                user_agent=request.headers.get("User-Agent"),
-                ip_address=request.META.get("REMOTE_ADDR"),
-            )
-        elif action == ABORT:
-            url = broker.abort(request_id)
-        else:
-            assert action == FAIL
-            url = broker.fail(request_id, form.cleaned_data["error_status"] or "TIMEOUT")
+        try:
+            if action == IDENTIFY:
+                url = broker.identify(
+                    request_id,
+                    form.chosen_person(),
+                    provider=form.cleaned_data["provider"] or None,
+                    # The real environment of the browser at the sandbox, as a broker reports it.
+                    user_agent=request.headers.get("User-Agent"),
+                    ip_address=request.META.get("REMOTE_ADDR"),
+                )
+            elif action == ABORT:
+                url = broker.abort(request_id)
+            else:
+                assert action == FAIL
+                url = broker.fail(request_id, form.cleaned_data["error_status"] or "TIMEOUT")
+        except SessionError:
+            # A double click: the first POST ended the session between our check and now.
+            return self.ended(broker.session(request_id), status=410)
         return HttpResponseRedirect(url)
 
     def render_page(self, session: Session, form: LoginForm, status: int = 200) -> HttpResponse:

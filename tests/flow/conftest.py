@@ -175,7 +175,7 @@ class Started:
 
 @pytest.fixture(autouse=True)
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Empty caches (shared token), a fresh per-thread client, no sleeping between retries."""
+    """Empty caches (shared token), a fresh shared client, no sleeping between retries."""
 
     def reset() -> None:
         for alias in caches:

@@ -237,7 +237,7 @@ def _reset_clients() -> None:
 
 @pytest.fixture(autouse=True)
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Empty caches (the shared token), a fresh per-thread client, no sleep between retries."""
+    """Empty caches (the shared token), a fresh shared client, no sleep between retries."""
     monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
     _reset_clients()
     yield
