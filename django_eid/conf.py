@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -62,6 +62,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "SANDBOX_CACHE": "default",
 }
 
+#: Broker ``Language`` code for each Django language code it covers (others: EN).
 _DJANGO_TO_BROKER_LANGUAGE: Final = {
     "nb": "NO",
     "nn": "NO",
@@ -70,6 +71,8 @@ _DJANGO_TO_BROKER_LANGUAGE: Final = {
     "da": "DA",
     "fi": "FI",
 }
+#: Django language code for each broker ``Language`` code (the sandbox renders in it).
+BROKER_TO_DJANGO_LANGUAGE: Final = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
 
 
 @dataclass(frozen=True)
@@ -244,7 +247,8 @@ class EidSettings:
         return list(_validate(self))
 
 
-def _is_http_url(value: object) -> bool:
+def is_http_url(value: object) -> TypeGuard[str]:
+    """An absolute http(s) URL with a host."""
     if not isinstance(value, str):
         return False
     try:
@@ -275,7 +279,7 @@ def _validate(s: EidSettings) -> Sequence[Problem]:
             out.append(Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required."))
     for key, pid, wid in (("BASE_URL", "E003", "W001"), ("AUTH_URL", "E004", "W002")):
         value = s.raw(key)
-        if not _is_http_url(value):
+        if not is_http_url(value):
             out.append(
                 Problem(
                     f"django_eid.{pid}",

@@ -31,8 +31,6 @@ from django_eid.records import IdentificationRecord
 logger = logging.getLogger("django_eid")
 
 Status = Identification.Status
-#: Record statuses that mean "the user is still at the broker".
-IN_PROGRESS = frozenset({"CREATED", "USERINITIATED"})
 ERROR_STATUS_MAX = Identification._meta.get_field("error_status").max_length or 64
 REQUEST_ID_MAX = Identification._meta.get_field("request_id").max_length or 512
 
@@ -269,7 +267,7 @@ def succeed(row: Identification, request: HttpRequest, record: IdentificationRec
     """Store a record whose RequestId matched; act on its Status.
 
     Raises nothing for in-progress records: the caller checks ``record.status``
-    against :data:`IN_PROGRESS` first.
+    against :data:`django_eid.records.IN_PROGRESS` first.
     """
     fields = _identity_fields(record)
     if not record.is_success:

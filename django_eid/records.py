@@ -35,8 +35,15 @@ _STRING_FIELDS: Final = {
 _KNOWN: Final = frozenset(_STRING_FIELDS) | {"environmentinfo", "error", "metadata"}
 
 
-def _lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
-    # The first spelling wins when a body carries a property twice in two casings.
+#: Record statuses that mean "the user is still at the broker".
+IN_PROGRESS: Final = frozenset({"CREATED", "USERINITIATED"})
+
+
+def lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """Property names lower-cased (the wire's casing is not reliable).
+
+    The first spelling wins when a body carries a property twice in two casings.
+    """
     out: dict[str, Any] = {}
     for key, value in obj.items():
         out.setdefault(str(key).lower(), value)
@@ -147,7 +154,7 @@ def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     _refuse_unstorable(body, what)
-    obj = _lower_keys(body)
+    obj = lower_keys(body)
     url = _opt_str(obj, "url", what)
     request_id = _opt_str(obj, "requestid", what)
     if not url or not url.startswith(("https://", "http://")):
@@ -162,7 +169,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     _refuse_unstorable(body, what)
-    obj = _lower_keys(body)
+    obj = lower_keys(body)
     values: dict[str, Any] = {
         attr: _opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()
     }
@@ -171,7 +178,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     if env is None:
         values["environment_info"] = EnvironmentInfo()
     elif isinstance(env, Mapping):
-        env_l = _lower_keys(env)
+        env_l = lower_keys(env)
         values["environment_info"] = EnvironmentInfo(
             user_agent=_opt_str(env_l, "useragent", what),
             ip_address=_opt_str(env_l, "ipaddress", what),
@@ -183,7 +190,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     if err is None:
         values["error"] = None
     elif isinstance(err, Mapping):
-        err_l = _lower_keys(err)
+        err_l = lower_keys(err)
         values["error"] = RecordError(
             native_error_code=_opt_str(err_l, "nativeerrorcode", what),
             error_code=_opt_str(err_l, "errorcode", what),

@@ -35,6 +35,7 @@ from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidUnavailable
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification
+from django_eid.records import IN_PROGRESS
 
 logger = logging.getLogger("django_eid")
 
@@ -340,7 +341,7 @@ class SuccessView(CallbackView):
                 ),
                 status=502,
             )
-        if record.status in flow.IN_PROGRESS:
+        if record.status in IN_PROGRESS:
             return render_error(
                 request,
                 _(

@@ -15,7 +15,8 @@ that tier ran at all (a module skipped at import never reaches the first check).
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Genera
 # --- Fixtures shared by the whole suite go below this line. --------------------
 # (tests/test_ci_tiers.py runs the hooks above in isolation: it cuts this file
 # at this marker, so keep the tier machinery above it and self-contained.)
+
+
+def reset_eid_state() -> None:
+    """Empty every cache (the shared token) and drop the shared broker client."""
+    from django.core.cache import caches
+
+    import django_eid.client
+
+    for alias in caches:
+        caches[alias].clear()
+    django_eid.client.reset_client()
+
+
+@pytest.fixture
+def eid(settings: Any) -> Callable[..., None]:
+    """``eid(KEY=value, ...)`` changes keys of ``DJANGO_EID`` for this test."""
+
+    def configure(**values: Any) -> None:
+        settings.DJANGO_EID = {**settings.DJANGO_EID, **values}
+
+    return configure

@@ -13,9 +13,9 @@ from typing import Any, TypeAlias
 
 import pytest
 import responses
-from django.core.cache import caches
 
 import django_eid.client
+from tests.conftest import reset_eid_state
 
 #: pytest-django's ``settings`` fixture (its class name differs between versions).
 SettingsWrapper: TypeAlias = Any
@@ -83,20 +83,12 @@ def json_body(call: Any) -> Any:
     return json.loads(call.request.body)
 
 
-def reset_clients() -> None:
-    django_eid.client.reset_client()
-
-
 @pytest.fixture(autouse=True)
 def clean_state() -> Iterator[None]:
-    """Every test starts with empty caches and no per-thread client."""
-    for alias in caches:
-        caches[alias].clear()
-    reset_clients()
+    """Every test starts with empty caches and no shared broker client."""
+    reset_eid_state()
     yield
-    for alias in caches:
-        caches[alias].clear()
-    reset_clients()
+    reset_eid_state()
 
 
 @pytest.fixture

@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 import responses
-from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 
 import django_eid
 import django_eid.client
 from django_eid.conf import eid_settings
+from tests.conftest import reset_eid_state
 
 PACKAGE = Path(django_eid.__file__).resolve().parent
 LANGUAGES = ("nb", "sv", "da", "fi")
@@ -199,14 +199,9 @@ def test_no_string_of_the_source_is_missing_from_the_catalog(extracted: Path, la
 def fresh_client_state() -> Iterator[None]:
     """No access token or per-thread broker client left over from another test."""
 
-    def reset() -> None:
-        for alias in caches:
-            caches[alias].clear()
-        django_eid.client.reset_client()
-
-    reset()
+    reset_eid_state()
     yield
-    reset()
+    reset_eid_state()
 
 
 @pytest.fixture

@@ -22,10 +22,11 @@ from django.core.cache import caches
 
 from django_eid import client
 from django_eid.conf import eid_settings
+from django_eid.records import IN_PROGRESS
 from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
-from django_eid.sandbox.wire import IN_PROGRESS, Reply, Session
+from django_eid.sandbox.wire import Reply, Session
 from django_eid.tokens import cache_key
 
 Endpoint: TypeAlias = Literal["token", "create", "retrieve"]

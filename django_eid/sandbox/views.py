@@ -22,7 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 
-from django_eid.conf import eid_settings
+from django_eid.conf import BROKER_TO_DJANGO_LANGUAGE, eid_settings
 from django_eid.sandbox.broker import SandboxBroker, SessionError, UnknownSession
 from django_eid.sandbox.checks import sandbox_enabled
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
@@ -31,7 +31,6 @@ from django_eid.sandbox.store import CacheStore
 from django_eid.sandbox.wire import Reply, Session
 
 #: The broker's ``Language`` codes as Django language codes.
-DJANGO_LANGUAGES = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
 
 
 class SandboxView(View):
@@ -192,7 +191,7 @@ class LoginView(SandboxView):
         self, session: Session | None, template: str, context: dict[str, Any], status: int
     ) -> HttpResponse:
         """Render in the session's language, with the session's framing policy."""
-        language = DJANGO_LANGUAGES.get((session.language or "") if session else "")
+        language = BROKER_TO_DJANGO_LANGUAGE.get((session.language or "") if session else "")
         # Render now, inside the override: a TemplateResponse would render after it ends.
         with translation.override(language or translation.get_language()):
             response = render(self.request, template, context, status=status)

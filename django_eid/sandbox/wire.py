@@ -13,10 +13,11 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeGuard
-from urllib.parse import parse_qs, quote, urlsplit
+from typing import Any, Final
+from urllib.parse import parse_qs, quote
 
-from django_eid.conf import LANGUAGES, PROVIDER_RE
+from django_eid.conf import LANGUAGES, PROVIDER_RE, is_http_url
+from django_eid.records import IN_PROGRESS, lower_keys
 
 #: Providers the login page offers when the session leaves the choice open.
 PROVIDERS: Final = (
@@ -31,7 +32,6 @@ PROVIDERS: Final = (
 )
 #: Statuses the login page offers for ``[0]``; the real list is not published.
 ERROR_STATUSES: Final = ("TIMEOUT", "LOGIN", "PKI_BLOCKED", "INVALIDATED", "INTERNAL_ERROR")
-IN_PROGRESS: Final = frozenset({"CREATED", "USERINITIATED"})
 #: A parent domain for iframe display: a host name or IP, optional port, no scheme.
 DOMAIN_RE: Final = re.compile(
     r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
@@ -114,20 +114,6 @@ def api_error(status: int, code: str, message: str, bearer_error: str | None = N
             value += f', error="{bearer_error}"'
         headers["WWW-Authenticate"] = value
     return Refused(Reply(status, {"message": message, "code": code}, headers))
-
-
-def is_http_url(value: object) -> TypeGuard[str]:
-    if not isinstance(value, str):
-        return False
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
-
-
-def lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k).lower(): v for k, v in obj.items()}
 
 
 def parse_form(content_type: str | None, body: bytes) -> dict[str, list[str]]:

@@ -18,13 +18,13 @@ from urllib.parse import quote, urlsplit
 import pytest
 import responses
 from django.contrib.auth.models import User
-from django.core.cache import caches
 from django.test import Client
 from responses import matchers
 
 import django_eid.client
 from django_eid import signals
 from django_eid.models import Identification
+from tests.conftest import reset_eid_state
 
 TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
 SESSION_URL = "https://api.broker.test/identification/session"
@@ -177,31 +177,16 @@ class Started:
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Empty caches (shared token), a fresh shared client, no sleeping between retries."""
 
-    def reset() -> None:
-        for alias in caches:
-            caches[alias].clear()
-        django_eid.client.reset_client()
-
     monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
-    reset()
+    reset_eid_state()
     yield
-    reset()
+    reset_eid_state()
 
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         yield Broker(rsps)
-
-
-@pytest.fixture
-def eid(settings: Any) -> Callable[..., None]:
-    """``eid(KEY=value, ...)`` changes keys of ``DJANGO_EID`` for this test."""
-
-    def configure(**values: Any) -> None:
-        settings.DJANGO_EID = {**settings.DJANGO_EID, **values}
-
-    return configure
 
 
 @pytest.fixture

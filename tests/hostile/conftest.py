@@ -24,7 +24,6 @@ import pytest
 import requests
 import responses
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import caches
 from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client
@@ -32,6 +31,7 @@ from django.test import Client
 import django_eid.client
 from django_eid import signals
 from django_eid.models import Identification
+from tests.conftest import reset_eid_state
 
 TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
 SESSION_URL = "https://api.broker.test/identification/session"
@@ -229,35 +229,19 @@ class Started:
 
 
 # -- state ---------------------------------------------------------------------
-def _reset_clients() -> None:
-    for alias in caches:
-        caches[alias].clear()
-    django_eid.client.reset_client()
-
-
 @pytest.fixture(autouse=True)
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Empty caches (the shared token), a fresh shared client, no sleep between retries."""
     monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
-    _reset_clients()
+    reset_eid_state()
     yield
-    _reset_clients()
+    reset_eid_state()
 
 
 @pytest.fixture
 def broker() -> Iterator[FakeBroker]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         yield FakeBroker(rsps)
-
-
-@pytest.fixture
-def eid(settings: Any) -> Callable[..., None]:
-    """``eid(KEY=value)`` changes keys of ``DJANGO_EID`` for this test."""
-
-    def configure(**values: Any) -> None:
-        settings.DJANGO_EID = {**settings.DJANGO_EID, **values}
-
-    return configure
 
 
 def make_user(django_user_model: Any, name: str) -> AbstractBaseUser:

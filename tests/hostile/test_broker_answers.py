@@ -15,6 +15,7 @@ import requests
 from django.test import Client
 from urllib3.exceptions import NewConnectionError
 
+from tests.conftest import reset_eid_state
 from tests.hostile.conftest import (
     EVIL,
     FakeBroker,
@@ -22,7 +23,6 @@ from tests.hostile.conftest import (
     Reply,
     Started,
     Status,
-    _reset_clients,
     changed,
     connection_reset,
     raises,
@@ -48,7 +48,7 @@ def drive(
         return client.post(START), None
     started = start()
     if call == "token at retrieval":
-        _reset_clients()  # the shared token is gone: the callback must fetch one
+        reset_eid_state()  # the shared token is gone: the callback must fetch one
     broker.counts.clear()
     broker.fail("retrieve" if call == "retrieve" else "token", fault)
     return client.get(started.success_url()), started
