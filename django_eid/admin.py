@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from django_eid.crypto import DecryptionError
 from django_eid.models import Identification
 
 
@@ -23,7 +27,6 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "completed_at",
     )
     list_filter = ("status", "identity_provider", "display")
-    search_fields = ("user__username", "user__email", "name", "first_name", "last_name")
     list_select_related = ("user",)
     date_hierarchy = "created_at"
     exclude = ("social_security_number", "social_security_number_hash")
@@ -54,9 +57,30 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "completed_at",
     )
 
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        # The user model is the site's: search its login and e-mail fields, whatever
+        # they are called (a bank's USERNAME_FIELD may be a customer number).
+        user_model = get_user_model()
+        user_fields = []
+        for name in dict.fromkeys((user_model.USERNAME_FIELD, user_model.get_email_field_name())):
+            try:
+                user_model._meta.get_field(name)
+            except FieldDoesNotExist:
+                continue
+            user_fields.append(f"user__{name}")
+        return (*user_fields, "name", "first_name", "last_name")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Identification]:
+        # The list never shows the number: do not decrypt a page of them (nor fail the
+        # whole list on one row under a removed key). The detail page loads it on access.
+        return super().get_queryset(request).defer("social_security_number")
+
     @admin.display(description=_("national identity number"))
     def masked_social_security_number(self, obj: Identification) -> str:
-        return obj.masked_social_security_number or "-"
+        try:
+            return obj.masked_social_security_number or "-"
+        except DecryptionError:
+            return str(_("(cannot be decrypted with the configured keys)"))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -2,9 +2,11 @@
 
 Keys come from ``DJANGO_EID["ENCRYPTION_KEYS"]``: a list of Fernet keys, the
 first encrypts, all decrypt (rotation: put a new key first, run
-``manage.py eid_reencrypt``, then drop the old key). When unset, one key is
-derived from ``SECRET_KEY`` with HKDF, so a site works out of the box; rotating
-``SECRET_KEY`` then needs the old derived key in ``ENCRYPTION_KEYS``.
+``manage.py eid_reencrypt``, then drop the old key). When unset, the key is
+derived from ``SECRET_KEY`` with HKDF, so a site works out of the box; keys
+derived from ``SECRET_KEY_FALLBACKS`` decrypt and find rows too, so rotating
+``SECRET_KEY`` the Django way (old key moved to the fallbacks) keeps every row
+readable until ``eid_reencrypt`` has moved it to the new key.
 
 Fernet is randomised, so equal numbers encrypt differently; exact lookups use a
 keyed hash (HMAC-SHA256 under a key derived from each encryption key). A lookup
@@ -66,7 +68,11 @@ def invalid_keys(keys: list[object]) -> list[int]:
 
 
 def configured_keys() -> tuple[str, ...]:
-    return eid_settings.ENCRYPTION_KEYS or (derived_key(str(settings.SECRET_KEY)),)
+    """The keys in use, the one that encrypts first."""
+    if eid_settings.ENCRYPTION_KEYS:
+        return eid_settings.ENCRYPTION_KEYS
+    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]
+    return tuple(derived_key(str(secret)) for secret in secrets)
 
 
 @lru_cache(maxsize=8)

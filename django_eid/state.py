@@ -12,6 +12,8 @@ from typing import Final
 
 from django.http import HttpRequest
 
+from django_eid.conf import eid_settings
+
 SESSION_KEY: Final = "django_eid_pending"
 MAX_ENTRIES: Final = 8
 
@@ -23,12 +25,18 @@ def _entries(request: HttpRequest) -> dict[str, float]:
     return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float)}
 
 
+def capacity() -> int:
+    """How many pending references one browser keeps: never fewer than a user may start."""
+    return max(MAX_ENTRIES, eid_settings.MAX_PENDING_PER_USER)
+
+
 def remember(request: HttpRequest, reference: str) -> None:
     entries = _entries(request)
     entries[reference] = time.time()
-    if len(entries) > MAX_ENTRIES:
+    cap = capacity()
+    if len(entries) > cap:
         # The oldest pending tabs lose their claim first.
-        for old in sorted(entries, key=entries.__getitem__)[: len(entries) - MAX_ENTRIES]:
+        for old in sorted(entries, key=entries.__getitem__)[: len(entries) - cap]:
             del entries[old]
     request.session[SESSION_KEY] = entries
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from typing import ClassVar
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.http.request import split_domain_port
 from django.shortcuts import resolve_url
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as _
 from django.views import View
@@ -46,6 +48,23 @@ REFERENCE_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}\Z")
 RETRY_PARAM = "eid_retry"
 #: Placeholder values longer than this cannot be ours.
 PLACEHOLDER_MAX = 512
+
+
+def same_origin_referrer(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Send ``Referrer-Policy: same-origin`` whatever the site's own policy.
+
+    Callback URLs carry the reference and the broker's ids: they must not reach a third
+    party that the site's templates load (analytics, fonts), and a site may replace
+    ``django_eid/base.html`` (whose meta tag says the same) with its own layout.
+    """
+
+    @wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = view(*args, **kwargs)
+        response["Referrer-Policy"] = "same-origin"
+        return response
+
+    return wrapper
 
 
 def _messages_installed() -> bool:
@@ -76,6 +95,7 @@ def render_error(
 
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
 class StartView(LoginRequiredMixin, View):
     """GET shows the form; POST starts a session (never GET: login-CSRF)."""
 
@@ -95,6 +115,13 @@ class StartView(LoginRequiredMixin, View):
         return TemplateResponse(self.request, self.template_name, {"form": form}, status=status)
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        if not hasattr(request, "session"):
+            # Without the session the callback could never be accepted: do not start
+            # a billed session (system check E019 names the missing middleware).
+            logger.error("django-eid needs SessionMiddleware (system check E019).")
+            return render_error(
+                request, _("Identification is not available at the moment."), status=503
+            )
         form = StartForm(request.POST, request=request)
         if not form.is_valid():
             return self.render_form(form, status=400)
@@ -163,17 +190,31 @@ class StartView(LoginRequiredMixin, View):
         )
 
 
-def destination(request: HttpRequest, row: Identification) -> tuple[str, bool]:
+def _configured_url(key: str) -> str:
+    """``SUCCESS_URL``/``ABORT_URL``/``ERROR_URL`` resolved.
+
+    A name that does not reverse (check ``E018``) must not turn a stored identification
+    into a 500 on every reload: the user goes to the site's root instead.
+    """
+    value = getattr(eid_settings, key)
+    try:
+        return resolve_url(value)
+    except NoReverseMatch:
+        logger.error("DJANGO_EID[%r] does not resolve (system check E018); sent to /.", key)
+        return "/"
+
+
+def destination(row: Identification) -> tuple[str, bool]:
     """Where a finished row sends its user: ``(url, is_result_page)``."""
     if row.status == Status.SUCCESS:
-        return row.next_url or resolve_url(eid_settings.SUCCESS_URL), False
+        return row.next_url or _configured_url("SUCCESS_URL"), False
     if row.status == Status.ABORTED:
         if eid_settings.ABORT_URL:
-            return resolve_url(eid_settings.ABORT_URL), False
+            return _configured_url("ABORT_URL"), False
         start = reverse("django_eid:start")
         return (f"{start}?{urlencode({'next': row.next_url})}" if row.next_url else start), False
     if row.status == Status.ERROR and eid_settings.ERROR_URL:
-        return resolve_url(eid_settings.ERROR_URL), False
+        return _configured_url("ERROR_URL"), False
     return reverse("django_eid:result", args=[row.reference]), True
 
 
@@ -199,6 +240,7 @@ def outcome_page(request: HttpRequest, row: Identification) -> TemplateResponse:
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_sameorigin, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
 class CallbackView(View):
     """Base of the three return URLs: checks, then one transition.
 
@@ -302,7 +344,7 @@ class CallbackView(View):
         )
 
     def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
-        url, is_result = destination(request, row)
+        url, is_result = destination(row)
         if row.display == Identification.Display.IFRAME:
             # We are inside the iframe: move the top window.
             return TemplateResponse(request, self.frame_exit_template_name, {"destination": url})
@@ -383,6 +425,7 @@ class ErrorView(CallbackView):
         return HttpResponse(status=204)
 
 
+@method_decorator(same_origin_referrer, name="dispatch")
 class ResultView(LoginRequiredMixin, View):
     """The outcome page of a finished identification (errors, rejections, expiry)."""
 
@@ -397,5 +440,5 @@ class ResultView(LoginRequiredMixin, View):
             return render_error(request, _("This identification link is not valid."), status=404)
         if row.status == Status.SUCCESS:
             # Not a failure page: send the user where the success sent them.
-            return HttpResponseRedirect(destination(request, row)[0])
+            return HttpResponseRedirect(destination(row)[0])
         return outcome_page(request, row)

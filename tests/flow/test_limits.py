@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from django_eid import state
 from django_eid.models import Identification
 from tests.flow.conftest import Broker, SignalLog, Started
 
@@ -131,11 +132,26 @@ def test_finished_and_old_sessions_do_not_count_against_the_limit(
 def test_the_oldest_pending_reference_leaves_a_full_session(
     start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
 ) -> None:
-    eid(MAX_PENDING_PER_USER=20)
-    sessions = [start() for _ in range(9)]
-    assert pending_refs(alice_client) == {s.row.reference for s in sessions[1:]}
-    assert alice_client.get(sessions[0].abort_url()).status_code == 403
-    assert alice_client.get(sessions[1].abort_url()).status_code == 302
+    eid(MAX_PENDING_PER_USER=state.MAX_ENTRIES)
+    oldest = start()
+    others = [start() for _ in range(state.MAX_ENTRIES - 1)]
+    # Finished elsewhere (e.g. eid_purge): their references linger in this browser's session.
+    Identification.objects.filter(pk__in=[s.row.pk for s in others]).update(
+        status=Identification.Status.EXPIRED
+    )
+    newest = start()
+    assert pending_refs(alice_client) == {s.row.reference for s in [*others, newest]}
+    assert alice_client.get(oldest.abort_url()).status_code == 403
+    assert alice_client.get(newest.abort_url()).status_code == 302
+
+
+def test_the_session_keeps_a_reference_for_every_session_a_user_may_start(
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(MAX_PENDING_PER_USER=state.MAX_ENTRIES + 3)
+    sessions = [start() for _ in range(state.MAX_ENTRIES + 3)]
+    assert pending_refs(alice_client) == {s.row.reference for s in sessions}
+    assert alice_client.get(sessions[0].abort_url()).status_code == 302
 
 
 # -- the provider actually used -------------------------------------------------
