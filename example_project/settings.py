@@ -47,8 +47,11 @@ DJANGO_EID = {
     "BASE_URL": env.str("EID_BASE_URL", default=EID_SANDBOX_URL),
     "AUTH_URL": env.str("EID_AUTH_URL", default=EID_SANDBOX_URL if EID_SANDBOX else ""),
     "IDENTITY_PROVIDER": env.str("EID_IDENTITY_PROVIDER", default="") or None,
-    # On, so the account page can show the (masked) national identity number.
-    "GET_SOCIAL_SECURITY_NUMBER": env.bool("EID_GET_SOCIAL_SECURITY_NUMBER", default=True),
+    # On with the sandbox, so the account page can show the (masked) national identity
+    # number; off against a real broker, where the number costs extra and needs permission.
+    "GET_SOCIAL_SECURITY_NUMBER": env.bool(
+        "EID_GET_SOCIAL_SECURITY_NUMBER", default=EID_SANDBOX
+    ),
     "SUCCESS_URL": "account",
 }
 

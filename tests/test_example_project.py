@@ -246,7 +246,6 @@ def test_the_real_broker_is_only_environment_variables(tmp_path: Path) -> None:
         EID_CLIENT_ID="client",
         EID_CLIENT_SECRET="secret",
         EID_IDENTITY_PROVIDER="NO_BANKID_WEB",
-        EID_GET_SOCIAL_SECURITY_NUMBER="false",
         REDIS_URL="redis://localhost:6379/1",
     )
     assert not values["installed"]
@@ -257,6 +256,7 @@ def test_the_real_broker_is_only_environment_variables(tmp_path: Path) -> None:
     assert eid["AUTH_URL"] == "https://auth.broker.example"
     assert eid["CLIENT_ID"] == "client"
     assert eid["IDENTITY_PROVIDER"] == "NO_BANKID_WEB"
+    # The number costs extra and needs the broker's permission: asked for only when chosen.
     assert eid["GET_SOCIAL_SECURITY_NUMBER"] is False
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
+
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from example_project.accounts.models import Profile
@@ -20,7 +22,9 @@ def mark_verified(identification: Identification, user: Any, **kwargs: Any) -> N
     """Receiver of ``identification_succeeded``, connected in ``AccountsConfig.ready()``."""
     age = identification.age
     if age is not None and age < MINIMUM_AGE:
-        raise IdentificationRejected("You must be 18 or older to use this service.")
+        # Marked for translation like any user-facing text; this demo ships no catalog of its
+        # own, so it reads in English whatever the language.
+        raise IdentificationRejected(gettext("You must be 18 or older to use this service."))
     Profile.objects.update_or_create(
         user=user,
         defaults={"eid_verified": True, "eid_verified_at": identification.completed_at},
