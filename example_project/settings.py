@@ -49,9 +49,7 @@ DJANGO_EID = {
     "IDENTITY_PROVIDER": env.str("EID_IDENTITY_PROVIDER", default="") or None,
     # On with the sandbox, so the account page can show the (masked) national identity
     # number; off against a real broker, where the number costs extra and needs permission.
-    "GET_SOCIAL_SECURITY_NUMBER": env.bool(
-        "EID_GET_SOCIAL_SECURITY_NUMBER", default=EID_SANDBOX
-    ),
+    "GET_SOCIAL_SECURITY_NUMBER": env.bool("EID_GET_SOCIAL_SECURITY_NUMBER", default=EID_SANDBOX),
     "SUCCESS_URL": "account",
 }
 
