@@ -291,12 +291,14 @@ class CallbackView(View):
                     status=400,
                 )
         response = self.handle(request, row)
-        if row.is_finished:
-            state.consume(request, reference)
-            return self.finish(request, row)
-        return response
+        if response is not None:
+            return response  # the row stays pending: the user may reload to try again
+        # A transition happened, here or in a concurrent request: the row is finished.
+        state.consume(request, reference)
+        return self.finish(request, row)
 
-    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse | None:
+        """Act on the callback: ``None`` once ``row`` is finished, or the page to show instead."""
         raise NotImplementedError
 
     def check_placeholders(self, request: HttpRequest, row: Identification) -> str | None:
@@ -359,7 +361,7 @@ class SuccessView(CallbackView):
     # Every variable, here and in the frames below (flow, ORM): the record's personal data.
     # (Naming only "record" would narrow dispatch's all-variables cleansing for those frames.)
     @method_decorator(sensitive_variables())
-    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse | None:
         assert row.request_id is not None
         try:
             record = get_client().get_session(row.request_id)
@@ -394,19 +396,19 @@ class SuccessView(CallbackView):
                 status=409,
             )
         flow.succeed(row, request, record)
-        return HttpResponse(status=204)  # replaced by finish() once the row is finished
+        return None
 
 
 class AbortView(CallbackView):
     """The user cancelled at the broker."""
 
-    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse | None:
         flow.abort(row, request)
         if _messages_installed() and not eid_settings.ABORT_URL:
             from django.contrib import messages
 
             messages.info(request, _("You cancelled the identification."))
-        return HttpResponse(status=204)
+        return None
 
 
 class ErrorView(CallbackView):
@@ -414,7 +416,7 @@ class ErrorView(CallbackView):
 
     uses_placeholders = False
 
-    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse:
+    def handle(self, request: HttpRequest, row: Identification) -> HttpResponse | None:
         values = request.GET.getlist("status")
         value = values[0] if len(values) == 1 else ""
         if value == "[0]":
@@ -422,7 +424,7 @@ class ErrorView(CallbackView):
         # An opaque short code: keep printable ASCII only.
         code = "".join(c for c in value if 32 < ord(c) < 127)[: flow.ERROR_STATUS_MAX]
         flow.fail(row, request, code or "UNKNOWN")
-        return HttpResponse(status=204)
+        return None
 
 
 @method_decorator(same_origin_referrer, name="dispatch")
