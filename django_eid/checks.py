@@ -1,6 +1,6 @@
 """System checks: misconfiguration is found at deploy time, not at a user's first click.
 
-Ids are stable (``django_eid.E001`` ...); the reference lists them all.
+The problems themselves, with their stable ids, come from :mod:`django_eid.validation`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core import checks
 
-from django_eid.conf import eid_settings
+from django_eid.validation import problems
 
 
 @checks.register(checks.Tags.security, "django_eid")
@@ -18,7 +18,7 @@ def check_settings(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     out: list[checks.CheckMessage] = []
-    for problem in eid_settings.problems():
+    for problem in problems():
         cls = checks.Error if problem.level == "error" else checks.Warning
         out.append(cls(problem.message, hint=problem.hint, id=problem.id))
     return out

@@ -43,6 +43,7 @@ from django_eid.records import (
     parse_record,
 )
 from django_eid.tokens import AccessToken, TokenStore, cache_key
+from django_eid.validation import problems
 
 logger = logging.getLogger("django_eid.client")
 
@@ -89,7 +90,7 @@ class EidClient:
     def __init__(self, *, app_settings: EidSettings | None = None) -> None:
         self.settings = app_settings or eid_settings
         self.generation = self.settings.generation
-        errors = [p for p in self.settings.problems() if p.level == "error"]
+        errors = [p for p in problems(self.settings) if p.level == "error"]
         if errors:
             raise EidConfigurationError("; ".join(f"{p.message} ({p.id})" for p in errors))
         s = self.settings

@@ -9,8 +9,9 @@ from django.http import HttpRequest
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
-from django_eid.conf import PROVIDER_RE, eid_settings
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
+from django_eid.validation import PROVIDER_RE
 
 #: What a ``next`` value may be at most; longer ones are dropped like foreign ones.
 NEXT_MAX_LENGTH = 2000
