@@ -130,10 +130,10 @@ def test_get_client_is_reused_and_rebuilt_on_change() -> None:
     with override_settings(DJANGO_EID=eid_settings_with(TIMEOUT=2)):
         second = get_client()
         assert second is not first
-        assert second.timeout == 2.0
+        assert second.transport.timeout == 2.0
     third = get_client()
     assert third is not second
-    assert third.timeout == 10.0
+    assert third.transport.timeout == 10.0
 
 
 def test_client_takes_an_explicit_settings_object() -> None:
