@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -89,7 +90,7 @@ class RecordError:
 class IdentificationRecord:
     """A retrieved identification session. Every field may be ``None``.
 
-    ``raw`` holds the properties this version does not know. The national
+    ``extra`` holds the properties this version does not know. The national
     identity number is kept out of ``repr()``.
     """
 
@@ -106,10 +107,20 @@ class IdentificationRecord:
     environment_info: EnvironmentInfo = field(default_factory=EnvironmentInfo)
     error: RecordError | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """Deprecated name of :attr:`extra`, which it returns."""
+        warnings.warn(
+            "IdentificationRecord.raw is deprecated; use IdentificationRecord.extra.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.extra
 
     @property
     def is_success(self) -> bool:
@@ -207,7 +218,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     ):
         raise EidProtocolError(f"{what}: 'MetaData' is not a string-to-string object")
     values["metadata"] = MappingProxyType({str(k): v for k, v in meta.items()})
-    values["raw"] = MappingProxyType(
+    values["extra"] = MappingProxyType(
         {k: v for k, v in body.items() if str(k).lower() not in _KNOWN}
     )
     values["received"] = MappingProxyType(dict(body))

@@ -293,7 +293,7 @@ def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) ->
     assert record.is_success
     assert record.first_name == "Kari"
     assert record.environment_info.ip_address == "203.0.113.7"
-    assert dict(record.raw) == {"newField": 1}
+    assert dict(record.extra) == {"newField": 1}
 
 
 def test_the_base_url_may_carry_a_path(
