@@ -17,6 +17,7 @@ from django_eid.validation import problems
 def check_settings(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
+    """Every configuration problem as a system check error or warning."""
     out: list[checks.CheckMessage] = []
     for problem in problems():
         cls = checks.Error if problem.level == "error" else checks.Warning

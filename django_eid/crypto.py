@@ -66,6 +66,7 @@ def invalid_keys(keys: list[object]) -> list[int]:
 
 
 def configured_keys() -> tuple[str, ...]:
+    """``ENCRYPTION_KEYS``, or the one key derived from ``SECRET_KEY`` when it is unset."""
     return eid_settings.ENCRYPTION_KEYS or (derived_key(str(settings.SECRET_KEY)),)
 
 
@@ -80,6 +81,7 @@ def _hash_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
 
 
 def encrypt(plaintext: str) -> str:
+    """``plaintext`` encrypted under the current (first) key, as a Fernet token."""
     return _fernet(configured_keys()).encrypt(plaintext.encode()).decode()
 
 
@@ -88,6 +90,10 @@ class DecryptionError(Exception):
 
 
 def decrypt(token: str) -> str:
+    """The plaintext of ``token``, under whichever configured key encrypted it.
+
+    Raises :class:`DecryptionError` when none does.
+    """
     try:
         return _fernet(configured_keys()).decrypt(token.encode()).decode()
     except InvalidToken as err:

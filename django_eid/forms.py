@@ -30,6 +30,12 @@ def safe_next(request: HttpRequest, value: str | None) -> str:
 
 
 class StartForm(forms.Form):
+    """What the start page posts: the provider, the display mode and ``next``.
+
+    The provider choice is offered only when ``ALLOWED_PROVIDERS`` lists several; an
+    unsafe ``next`` is dropped, never reported, since the field is hidden.
+    """
+
     provider = forms.CharField(label=_("Identity provider"), required=False, max_length=64)
     display = forms.ChoiceField(
         label=_("Display"),

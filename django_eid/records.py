@@ -73,6 +73,8 @@ class CreatedSession:
 
 @dataclass(frozen=True)
 class EnvironmentInfo:
+    """The ``EnvironmentInfo`` object of a record: the user's browser, as the broker saw it."""
+
     user_agent: str | None = None
     ip_address: str | None = None
 
@@ -162,6 +164,10 @@ def _refuse_unstorable(body: Any, what: str) -> None:
 
 
 def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
+    """Parse the answer to creating a session; raise :class:`EidProtocolError` for anything else.
+
+    Both ``Url`` (absolute) and ``RequestId`` are required: without them the flow cannot go on.
+    """
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     _refuse_unstorable(body, what)
