@@ -26,7 +26,8 @@ def test_importing_the_package_reads_no_setting() -> None:
     """Nothing is read at import time: the modules import with Django unconfigured."""
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     code = (
-        "import django_eid.conf, django_eid.tokens, django_eid.records, django_eid.client, "
+        "import django_eid.conf, django_eid.validation, django_eid.tokens, django_eid.records, "
+        "django_eid.transport, django_eid.client, "
         "django_eid.checks, django_eid.exceptions\n"
         "from django.conf import settings\n"
         "assert not settings.configured\n"
