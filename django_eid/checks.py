@@ -1,6 +1,6 @@
 """System checks: misconfiguration is found at deploy time, not at a user's first click.
 
-Ids are stable (``django_eid.E001`` ...); the reference lists them all.
+The problems themselves, with their stable ids, come from :mod:`django_eid.validation`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from django.urls import NoReverseMatch
 from django.utils.module_loading import import_string
 
 from django_eid.conf import eid_settings
+from django_eid.validation import problems
 
 #: The middleware the views rely on: the one-time callback state lives in the
 #: session, and every view acts for ``request.user``.
@@ -28,8 +29,9 @@ REQUIRED_MIDDLEWARE = (
 def check_settings(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
+    """Every configuration problem as a system check error or warning."""
     out: list[checks.CheckMessage] = []
-    for problem in eid_settings.problems():
+    for problem in problems():
         cls = checks.Error if problem.level == "error" else checks.Warning
         out.append(cls(problem.message, hint=problem.hint, id=problem.id))
     return out

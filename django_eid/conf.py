@@ -5,26 +5,20 @@ are read on first use and cached until Django reports that ``DJANGO_EID`` (or
 ``DEBUG``/``SECRET_KEY``, which some values depend on) changed, so
 ``override_settings`` and pytest-django's ``settings`` fixture work, and a
 request does not re-parse the dict each time it reads a key.
+
+What makes a value valid is :mod:`django_eid.validation`'s concern: this module
+only reads values, it never judges them.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeGuard
-from urllib.parse import urlsplit
+from collections.abc import Mapping
+from typing import Any, Final
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import translation
-
-LANGUAGES: Final = ("NO", "EN", "SV", "DA", "FI")
-TOKEN_AUTH_METHODS: Final = ("basic", "post")
-#: Upper-case words joined by underscores, as the interface document describes.
-PROVIDER_RE: Final = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*\Z")
 
 DEFAULTS: Final[Mapping[str, Any]] = {
     # Broker and OAuth client (issue: foundation).
@@ -73,16 +67,6 @@ _DJANGO_TO_BROKER_LANGUAGE: Final = {
 }
 #: Django language code for each broker ``Language`` code (the sandbox renders in it).
 BROKER_TO_DJANGO_LANGUAGE: Final = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One configuration problem, reported by a system check and by the client."""
-
-    id: str
-    level: str  # "error" or "warning"
-    message: str
-    hint: str | None = None
 
 
 class EidSettings:
@@ -241,204 +225,6 @@ class EidSettings:
             return self.LANGUAGE
         active = (translation.get_language() or "en").lower()
         return _DJANGO_TO_BROKER_LANGUAGE.get(active.split("-")[0], "EN")
-
-    def problems(self) -> list[Problem]:
-        """Everything wrong with the configuration, for checks and the client."""
-        return list(_validate(self))
-
-
-def is_http_url(value: object) -> TypeGuard[str]:
-    """An absolute http(s) URL with a host."""
-    if not isinstance(value, str):
-        return False
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _validate(s: EidSettings) -> Sequence[Problem]:
-    out: list[Problem] = []
-    user = getattr(settings, "DJANGO_EID", None)
-    if user is not None and not isinstance(user, Mapping):
-        return [Problem("django_eid.E000", "error", "settings.DJANGO_EID must be a dict.")]
-    unknown = sorted(s.user_keys - DEFAULTS.keys())
-    if unknown:
-        out.append(
-            Problem(
-                "django_eid.W010",
-                "warning",
-                f"Unknown DJANGO_EID keys: {', '.join(unknown)}.",
-                "Check the spelling against the settings table in the README.",
-            )
-        )
-    for key, pid in (("CLIENT_ID", "E001"), ("CLIENT_SECRET", "E002")):
-        value = s.raw(key)
-        if not value or not isinstance(value, str):
-            out.append(Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required."))
-    for key, pid, wid in (("BASE_URL", "E003", "W001"), ("AUTH_URL", "E004", "W002")):
-        value = s.raw(key)
-        if not is_http_url(value):
-            out.append(
-                Problem(
-                    f"django_eid.{pid}",
-                    "error",
-                    f"DJANGO_EID['{key}'] must be an absolute http(s) URL.",
-                )
-            )
-        elif urlsplit(value).scheme == "http" and not settings.DEBUG:
-            out.append(
-                Problem(
-                    f"django_eid.{wid}",
-                    "warning",
-                    f"DJANGO_EID['{key}'] uses http:// while DEBUG is False.",
-                    "Use https:// in production; credentials and personal data cross this link.",
-                )
-            )
-    if s.TOKEN_AUTH_METHOD not in TOKEN_AUTH_METHODS:
-        out.append(
-            Problem(
-                "django_eid.E005",
-                "error",
-                f"DJANGO_EID['TOKEN_AUTH_METHOD'] must be one of {', '.join(TOKEN_AUTH_METHODS)}.",
-            )
-        )
-    if s.TOKEN_CACHE not in settings.CACHES:
-        out.append(
-            Problem(
-                "django_eid.E006",
-                "error",
-                f"DJANGO_EID['TOKEN_CACHE'] names cache {s.TOKEN_CACHE!r}, "
-                "which is not in settings.CACHES.",
-            )
-        )
-    else:
-        backend = str(settings.CACHES[s.TOKEN_CACHE].get("BACKEND", ""))
-        if not settings.DEBUG and backend.endswith(("LocMemCache", "DummyCache")):
-            out.append(
-                Problem(
-                    "django_eid.W003",
-                    "warning",
-                    f"DJANGO_EID['TOKEN_CACHE'] ({s.TOKEN_CACHE!r}) is a per-process cache "
-                    f"({backend.rsplit('.', 1)[-1]}).",
-                    "Each worker process will then fetch its own access token. Point TOKEN_CACHE "
-                    "at a cache shared by all workers (Redis, Memcached, database).",
-                )
-            )
-    if s.LANGUAGE is not None and s.LANGUAGE not in LANGUAGES:
-        out.append(
-            Problem(
-                "django_eid.E007",
-                "error",
-                f"DJANGO_EID['LANGUAGE'] must be one of {', '.join(LANGUAGES)} or None.",
-            )
-        )
-    try:
-        timeout = s.TIMEOUT
-    except (TypeError, ValueError):
-        timeout = -1.0
-    if not (timeout > 0 and math.isfinite(timeout)):
-        out.append(
-            Problem(
-                "django_eid.E008",
-                "error",
-                "DJANGO_EID['TIMEOUT'] must be a positive, finite number of seconds.",
-            )
-        )
-    scopes = s.raw("SCOPES")
-    if isinstance(scopes, str):
-        scopes_ok = bool(scopes.split())
-    elif isinstance(scopes, list | tuple):
-        scopes_ok = bool(scopes) and all(isinstance(x, str) and x.strip() for x in scopes)
-    else:
-        scopes_ok = False
-    if not scopes_ok:
-        out.append(
-            Problem(
-                "django_eid.E009",
-                "error",
-                "DJANGO_EID['SCOPES'] must be a non-empty list of scope names.",
-            )
-        )
-    providers = [s.raw("IDENTITY_PROVIDER")] if s.raw("IDENTITY_PROVIDER") else []
-    allowed = s.raw("ALLOWED_PROVIDERS")
-    if allowed is not None:
-        if isinstance(allowed, str) or not isinstance(allowed, Sequence | set | frozenset):
-            out.append(
-                Problem(
-                    "django_eid.E011",
-                    "error",
-                    "DJANGO_EID['ALLOWED_PROVIDERS'] must be a list of provider names or None.",
-                )
-            )
-            allowed = []
-        providers.extend(allowed)
-    bad = [p for p in providers if not isinstance(p, str) or not PROVIDER_RE.match(p)]
-    if bad:
-        out.append(
-            Problem(
-                "django_eid.E012",
-                "error",
-                f"Invalid identity provider names: {', '.join(map(repr, bad))}.",
-                "Providers are upper-case words joined by underscores, e.g. NO_BANKID_WEB.",
-            )
-        )
-    default = s.raw("IDENTITY_PROVIDER")
-    if default and allowed and default not in allowed:
-        out.append(
-            Problem(
-                "django_eid.E013",
-                "error",
-                "DJANGO_EID['IDENTITY_PROVIDER'] is not in ALLOWED_PROVIDERS.",
-            )
-        )
-    keys = s.raw("ENCRYPTION_KEYS")
-    if keys is not None:
-        from django_eid.crypto import invalid_keys
-
-        if not isinstance(keys, list | tuple) or not keys or invalid_keys(list(keys)):
-            out.append(
-                Problem(
-                    "django_eid.E014",
-                    "error",
-                    "DJANGO_EID['ENCRYPTION_KEYS'] must be a non-empty list of Fernet keys "
-                    "(32 url-safe base64-encoded bytes each).",
-                    "Generate one with: python -c 'from cryptography.fernet import Fernet; "
-                    "print(Fernet.generate_key().decode())'",
-                )
-            )
-    for key, pid in (
-        ("SESSION_MAX_AGE", "E015"),
-        ("MAX_PENDING_PER_USER", "E016"),
-        ("MAX_RESPONSE_BYTES", "E017"),
-    ):
-        try:
-            ok = int(s.raw(key)) > 0
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
-            out.append(
-                Problem(
-                    f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] must be a positive integer."
-                )
-            )
-    if (
-        str(getattr(settings, "SESSION_COOKIE_SAMESITE", "Lax")).lower() == "strict"
-        and not s.CALLBACK_INTERSTITIAL
-    ):
-        out.append(
-            Problem(
-                "django_eid.W004",
-                "warning",
-                "SESSION_COOKIE_SAMESITE is 'Strict' and DJANGO_EID['CALLBACK_INTERSTITIAL'] "
-                "is False.",
-                "Browsers do not send a Strict session cookie on the broker's redirect back; "
-                "without the interstitial every callback is refused. Enable "
-                "CALLBACK_INTERSTITIAL or use 'Lax'.",
-            )
-        )
-    return out
 
 
 eid_settings = EidSettings()

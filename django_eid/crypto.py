@@ -68,7 +68,7 @@ def invalid_keys(keys: list[object]) -> list[int]:
 
 
 def configured_keys() -> tuple[str, ...]:
-    """The keys in use, the one that encrypts first."""
+    """``ENCRYPTION_KEYS``, or the keys derived from ``SECRET_KEY`` and its fallbacks."""
     if eid_settings.ENCRYPTION_KEYS:
         return eid_settings.ENCRYPTION_KEYS
     secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]
@@ -86,6 +86,7 @@ def _hash_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
 
 
 def encrypt(plaintext: str) -> str:
+    """``plaintext`` encrypted under the current (first) key, as a Fernet token."""
     return _fernet(configured_keys()).encrypt(plaintext.encode()).decode()
 
 
@@ -94,6 +95,10 @@ class DecryptionError(Exception):
 
 
 def decrypt(token: str) -> str:
+    """The plaintext of ``token``, under whichever configured key encrypted it.
+
+    Raises :class:`DecryptionError` when none does.
+    """
     try:
         return _fernet(configured_keys()).decrypt(token.encode()).decode()
     except InvalidToken as err:

@@ -9,8 +9,9 @@ from django.http import HttpRequest
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
-from django_eid.conf import PROVIDER_RE, eid_settings
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
+from django_eid.validation import PROVIDER_RE
 
 #: What a ``next`` value may be at most; longer ones are dropped like foreign ones.
 NEXT_MAX_LENGTH = 2000
@@ -29,6 +30,12 @@ def safe_next(request: HttpRequest, value: str | None) -> str:
 
 
 class StartForm(forms.Form):
+    """What the start page posts: the provider, the display mode and ``next``.
+
+    The provider choice is offered only when ``ALLOWED_PROVIDERS`` lists several; an
+    unsafe ``next`` is dropped, never reported, since the field is hidden.
+    """
+
     provider = forms.CharField(label=_("Identity provider"), required=False, max_length=64)
     display = forms.ChoiceField(
         label=_("Display"),

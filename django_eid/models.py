@@ -26,6 +26,8 @@ def new_external_id() -> str:
 
 
 class IdentificationQuerySet(models.QuerySet["Identification"]):
+    """``Identification.objects``: the lookups sites and the commands need."""
+
     def verified_for(self, user: Any) -> Identification | None:
         """The user's latest successful identification, or ``None``."""
         if not getattr(user, "is_authenticated", False):
@@ -37,9 +39,11 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         )
 
     def pending(self) -> IdentificationQuerySet:
+        """Rows still waiting for the user to come back from the broker."""
         return self.filter(status=Identification.Status.PENDING)
 
     def finished(self) -> IdentificationQuerySet:
+        """Rows with an outcome: every status but ``PENDING``."""
         return self.exclude(status=Identification.Status.PENDING)
 
     def stale(self, max_age: int) -> IdentificationQuerySet:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -72,6 +73,8 @@ class CreatedSession:
 
 @dataclass(frozen=True)
 class EnvironmentInfo:
+    """The ``EnvironmentInfo`` object of a record: the user's browser, as the broker saw it."""
+
     user_agent: str | None = None
     ip_address: str | None = None
 
@@ -89,7 +92,7 @@ class RecordError:
 class IdentificationRecord:
     """A retrieved identification session. Every field may be ``None``.
 
-    ``raw`` holds the properties this version does not know. The national
+    ``extra`` holds the properties this version does not know. The national
     identity number is kept out of ``repr()``.
     """
 
@@ -106,10 +109,20 @@ class IdentificationRecord:
     environment_info: EnvironmentInfo = field(default_factory=EnvironmentInfo)
     error: RecordError | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """Deprecated name of :attr:`extra`, which it returns."""
+        warnings.warn(
+            "IdentificationRecord.raw is deprecated; use IdentificationRecord.extra.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.extra
 
     @property
     def is_success(self) -> bool:
@@ -151,6 +164,10 @@ def _refuse_unstorable(body: Any, what: str) -> None:
 
 
 def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
+    """Parse the answer to creating a session; raise :class:`EidProtocolError` for anything else.
+
+    Both ``Url`` (absolute) and ``RequestId`` are required: without them the flow cannot go on.
+    """
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     _refuse_unstorable(body, what)
@@ -207,7 +224,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     ):
         raise EidProtocolError(f"{what}: 'MetaData' is not a string-to-string object")
     values["metadata"] = MappingProxyType({str(k): v for k, v in meta.items()})
-    values["raw"] = MappingProxyType(
+    values["extra"] = MappingProxyType(
         {k: v for k, v in body.items() if str(k).lower() not in _KNOWN}
     )
     values["received"] = MappingProxyType(dict(body))

@@ -17,22 +17,38 @@ import logging
 
 from django.dispatch import Signal
 
-# A session was created at the broker and the user is on the way there.
-# Arguments: identification, user, request.
+# Sent when a session was created at the broker and the user is on the way there,
+# after the PENDING row (with its request_id) is committed.
+#   sender: the Identification class
+#   identification: the Identification row (status PENDING)
+#   user: identification.user
+#   request: the HttpRequest of the start POST
 identification_started = Signal()
 
-# The broker confirmed the user's identity; the verified fields are stored.
-# Raise IdentificationRejected("reason") to refuse it (status becomes REJECTED,
-# the user sees the reason, and identification_failed follows).
-# Arguments: identification, user, request.
+# Sent when the broker confirmed the user's identity, after the SUCCESS row with the
+# verified fields is committed. Raise IdentificationRejected("reason") to refuse it:
+# the status becomes REJECTED, the user sees the reason, identification_failed follows.
+#   sender: the Identification class
+#   identification: the Identification row (status SUCCESS)
+#   user: identification.user
+#   request: the HttpRequest of the callback
 identification_succeeded = Signal()
 
-# The user cancelled at the broker. Arguments: identification, user, request.
+# Sent when the user cancelled at the broker, after the ABORTED row is committed.
+#   sender: the Identification class
+#   identification: the Identification row (status ABORTED)
+#   user: identification.user
+#   request: the HttpRequest of the callback
 identification_aborted = Signal()
 
-# The identification failed: broker error, a refused record status, or a
-# rejection (status ERROR or REJECTED; see error_status/error_code/error_message).
-# Arguments: identification, user, request.
+# Sent when the identification produced no accepted identity (the broker's Error URL,
+# a record status other than SUCCESS, or a rejection), after the ERROR or REJECTED row
+# is committed; error_status, error_code and error_message say why. Not sent when the
+# start itself fails: the user is then still on the site.
+#   sender: the Identification class
+#   identification: the Identification row (status ERROR or REJECTED)
+#   user: identification.user
+#   request: the HttpRequest of the callback
 identification_failed = Signal()
 
 

@@ -31,6 +31,7 @@ def capacity() -> int:
 
 
 def remember(request: HttpRequest, reference: str) -> None:
+    """Let this browser complete the session ``reference`` (dropping the oldest beyond the cap)."""
     entries = _entries(request)
     entries[reference] = time.time()
     cap = capacity()
@@ -42,10 +43,12 @@ def remember(request: HttpRequest, reference: str) -> None:
 
 
 def holds(request: HttpRequest, reference: str) -> bool:
+    """Whether this browser started the session ``reference`` and has not used it yet."""
     return reference in _entries(request)
 
 
 def consume(request: HttpRequest, reference: str) -> None:
+    """Forget ``reference``: its callback has been handled (a replay is refused)."""
     entries = _entries(request)
     if entries.pop(reference, None) is not None:
         request.session[SESSION_KEY] = entries

@@ -37,6 +37,8 @@ HOLDER_GRACE = 0.5
 
 @dataclass(frozen=True)
 class AccessToken:
+    """An OAuth access token of the broker and until when this app uses it."""
+
     access_token: str
     token_type: str
     expires_in: int
@@ -118,6 +120,10 @@ class TokenStore:
                 token = self._fetch()
             self._local = token
             return token
+
+    def last_seen(self) -> AccessToken | None:
+        """The last token this process used, fresh or not; no cache round trip."""
+        return self._local
 
     def invalidate(self, rejected: AccessToken) -> None:
         """Forget ``rejected`` (the broker answered 401), unless a newer token replaced it."""

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 import pytest
 import responses
 
-import django_eid.client
+import django_eid.transport
 from tests.conftest import reset_eid_state
 
 #: pytest-django's ``settings`` fixture (its class name differs between versions).
@@ -102,6 +102,6 @@ def broker() -> Iterator[responses.RequestsMock]:
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """No real sleeping between retries; returns the list of delays asked for."""
     slept: list[float] = []
-    monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
-    monkeypatch.setattr(django_eid.client.time, "sleep", slept.append)
+    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
+    monkeypatch.setattr(django_eid.transport.time, "sleep", slept.append)
     return slept

@@ -159,12 +159,12 @@ def test_one_http_session_per_client(broker: responses.RequestsMock) -> None:
     add_token(broker)
     add_get(broker)
     client = EidClient()
-    session = client.session
-    assert isinstance(session, requests.Session)
+    http = client.http
+    assert isinstance(http, requests.Session)
     client.get_session(REQUEST_ID)
     client.get_session(REQUEST_ID)
-    assert client.session is session
-    assert session.verify is True
+    assert client.http is http
+    assert http.verify is True
     client.close()
 
 
@@ -172,7 +172,7 @@ def test_a_ca_bundle_can_be_named(settings: SettingsWrapper, tmp_path: Any) -> N
     bundle = tmp_path / "ca.pem"
     bundle.write_text("")
     settings.DJANGO_EID = eid_settings_with(CA_BUNDLE=str(bundle))
-    assert EidClient().session.verify == str(bundle)
+    assert EidClient().http.verify == str(bundle)
 
 
 # -- create a session -------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) ->
     assert record.is_success
     assert record.first_name == "Kari"
     assert record.environment_info.ip_address == "203.0.113.7"
-    assert dict(record.raw) == {"newField": 1}
+    assert dict(record.extra) == {"newField": 1}
 
 
 def test_the_base_url_may_carry_a_path(

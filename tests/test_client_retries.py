@@ -97,7 +97,7 @@ def test_backoff_is_short_and_exponential(
     broker: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("django_eid.client.time.sleep", slept.append)
+    monkeypatch.setattr("django_eid.transport.time.sleep", slept.append)
     add_token(broker)
     broker.add(responses.GET, SESSION_URL, status=502)
     with pytest.raises(EidUnavailable):

@@ -26,7 +26,8 @@ def test_importing_the_package_reads_no_setting() -> None:
     """Nothing is read at import time: the modules import with Django unconfigured."""
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     code = (
-        "import django_eid.conf, django_eid.tokens, django_eid.records, django_eid.client, "
+        "import django_eid.conf, django_eid.validation, django_eid.tokens, django_eid.records, "
+        "django_eid.transport, django_eid.client, "
         "django_eid.checks, django_eid.exceptions\n"
         "from django.conf import settings\n"
         "assert not settings.configured\n"
@@ -130,10 +131,10 @@ def test_get_client_is_reused_and_rebuilt_on_change() -> None:
     with override_settings(DJANGO_EID=eid_settings_with(TIMEOUT=2)):
         second = get_client()
         assert second is not first
-        assert second.timeout == 2.0
+        assert second.transport.timeout == 2.0
     third = get_client()
     assert third is not second
-    assert third.timeout == 10.0
+    assert third.transport.timeout == 10.0
 
 
 def test_client_takes_an_explicit_settings_object() -> None:

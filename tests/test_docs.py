@@ -74,7 +74,11 @@ def test_the_settings_reference_documents_every_setting() -> None:
 def check_ids() -> set[str]:
     """Every system check id the code can emit (some are built from tuples of suffixes)."""
     ids = set()
-    for path in (PACKAGE / "conf.py", PACKAGE / "checks.py", PACKAGE / "sandbox" / "checks.py"):
+    for path in (
+        PACKAGE / "validation.py",
+        PACKAGE / "checks.py",
+        PACKAGE / "sandbox" / "checks.py",
+    ):
         source = path.read_text(encoding="utf-8")
         ids |= {f"django_eid.{m}" for m in re.findall(r"\b([EW]\d{3})\b", source)}
     return ids
@@ -133,15 +137,38 @@ def local_links(text: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "source",
-    [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))],
-    ids=lambda p: str(p.relative_to(ROOT)),
+    "source", sorted(DOCS.rglob("*.md")), ids=lambda p: str(p.relative_to(ROOT))
 )
 def test_links_and_pictures_exist(source: Path) -> None:
-    # mkdocs checks links between pages, but neither images nor the README.
+    # mkdocs checks links between pages, but not images.
     missing = [
         target
         for target in local_links(source.read_text(encoding="utf-8"))
         if not (source.parent / target).exists()
     ]
     assert not missing, f"{source.relative_to(ROOT)} links to missing files: {missing}"
+
+
+def repository_url() -> str:
+    """``[project.urls] Source`` of pyproject.toml (read with a pattern: no tomllib on 3.10)."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    match = re.search(r'^Source = "(https://github\.com/[^"]+)"$', pyproject, flags=re.MULTILINE)
+    assert match, "pyproject.toml names no Source URL"
+    return match.group(1)
+
+
+def test_the_readme_links_absolutely_to_files_that_exist() -> None:
+    # The README is the long description on PyPI, where relative links lead nowhere.
+    assert not local_links(README), "relative links in README.md"
+    owner_repo = repository_url().removeprefix("https://github.com/")
+    page = f"https://github.com/{owner_repo}/blob/main/"
+    raw = f"https://raw.githubusercontent.com/{owner_repo}/main/"
+    targets = {t.split("#")[0] for t in re.findall(r"\]\((https://[^)\s]+)\)", README)}
+    files = {t.removeprefix(page).removeprefix(raw) for t in targets if t.startswith((page, raw))}
+    assert len(files) > 20
+    missing = [f for f in files if not (ROOT / f).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
+    # A picture shows on PyPI only from the raw URL, not from GitHub's page of the file.
+    pictures = re.findall(r"!\[[^]]*\]\(([^)\s]+)\)", README)
+    assert pictures
+    assert all(p.startswith(raw) for p in pictures), pictures

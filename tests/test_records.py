@@ -45,7 +45,7 @@ def test_the_sample_record() -> None:
     )
     assert record.is_success
     assert record.birth_date == datetime.date(1971, 12, 31)
-    assert dict(record.raw) == {}
+    assert dict(record.extra) == {}
 
 
 def test_property_names_are_matched_case_insensitively() -> None:
@@ -62,12 +62,12 @@ def test_property_names_are_matched_case_insensitively() -> None:
     assert record.environment_info == EnvironmentInfo("UA", "203.0.113.7")
     assert record.error == RecordError("C1", "X", "m")
     assert dict(record.metadata) == {"Key": "Value"}
-    assert dict(record.raw) == {}
+    assert dict(record.extra) == {}
 
 
 def test_unknown_properties_are_kept_in_raw() -> None:
     record = parse_record({"RequestId": "r", "NewThing": {"a": [1]}, "Score": 3})
-    assert dict(record.raw) == {"NewThing": {"a": [1]}, "Score": 3}
+    assert dict(record.extra) == {"NewThing": {"a": [1]}, "Score": 3}
 
 
 def test_nulls_everywhere() -> None:
@@ -144,7 +144,7 @@ def test_the_record_is_immutable() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.status = "SUCCESS"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        record.raw["Extra"] = 2  # type: ignore[index]
+        record.extra["Extra"] = 2  # type: ignore[index]
     with pytest.raises(TypeError):
         record.metadata["k"] = "w"  # type: ignore[index]
 
@@ -338,3 +338,11 @@ def test_parse_birth_date_never_raises(dob: str, ssn: str | None, today: datetim
 def test_any_json_value_is_a_created_session_or_a_protocol_error(body: Any) -> None:
     with contextlib.suppress(EidProtocolError):
         assert isinstance(parse_created(body), CreatedSession)
+
+
+def test_raw_is_a_deprecated_alias_of_extra() -> None:
+    record = parse_record({**RECORD, "NewThing": 1})
+    with pytest.warns(DeprecationWarning, match=r"IdentificationRecord\.extra"):
+        assert record.raw is record.extra
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.raw = {}  # type: ignore[misc]

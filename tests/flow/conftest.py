@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from responses import matchers
 
-import django_eid.client
+import django_eid.transport
 from django_eid import signals
 from django_eid.models import Identification
 from tests.conftest import reset_eid_state
@@ -177,7 +177,7 @@ class Started:
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Empty caches (shared token), a fresh shared client, no sleeping between retries."""
 
-    monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
+    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
     reset_eid_state()
     yield
     reset_eid_state()

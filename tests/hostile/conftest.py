@@ -28,7 +28,7 @@ from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client
 
-import django_eid.client
+import django_eid.transport
 from django_eid import signals
 from django_eid.models import Identification
 from tests.conftest import reset_eid_state
@@ -232,7 +232,7 @@ class Started:
 @pytest.fixture(autouse=True)
 def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Empty caches (the shared token), a fresh shared client, no sleep between retries."""
-    monkeypatch.setattr(django_eid.client, "BACKOFF", 0.0)
+    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
     reset_eid_state()
     yield
     reset_eid_state()

@@ -169,14 +169,14 @@ def test_no_setting_turns_tls_verification_off(
 ) -> None:
     settings.DEBUG = debug
     eid(**attempt)
-    assert EidClient().session.verify is True
+    assert EidClient().http.verify is True
 
 
 def test_a_ca_bundle_replaces_the_default_trust_store_but_still_verifies(
     eid: Callable[..., None],
 ) -> None:
     eid(CA_BUNDLE="/etc/ssl/private-ca.pem")
-    assert EidClient().session.verify == "/etc/ssl/private-ca.pem"
+    assert EidClient().http.verify == "/etc/ssl/private-ca.pem"
 
 
 def test_there_is_no_setting_to_disable_verification() -> None:
@@ -256,6 +256,6 @@ def test_a_strict_session_cookie_without_the_interstitial_is_warned_about(
 
 
 def test_the_http_session_carries_no_default_credentials() -> None:
-    session = EidClient().session
-    assert isinstance(session, requests.Session)
-    assert session.auth is None  # credentials go per call, never via .netrc
+    http = EidClient().http
+    assert isinstance(http, requests.Session)
+    assert http.auth is None  # credentials go per call, never via .netrc

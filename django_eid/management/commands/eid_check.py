@@ -22,6 +22,7 @@ from django_eid.exceptions import (
     InvalidScope,
     TokenError,
 )
+from django_eid.validation import problems
 
 
 def _one_line(text: object) -> str:
@@ -38,7 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         s = eid_settings
-        for problem in s.problems():
+        for problem in problems(s):
             if problem.level == "warning":
                 self.stderr.write(f"Warning: {_one_line(problem.message)} ({problem.id})")
         try:

@@ -1,0 +1,237 @@
+"""HTTP transport to the broker: one ``requests.Session`` and the rules every call follows.
+
+Every call goes through :meth:`Transport.request`, which puts the timeout on it,
+never follows a redirect (a bearer token must not travel to another host),
+reads at most ``MAX_RESPONSE_BYTES``, and retries what may be retried on
+connection errors, 429 and 502/503/504 within the timeout, honouring
+``Retry-After``. Failing to get an answer becomes :class:`EidUnavailable` or
+:class:`EidProtocolError`; an answer the broker did give, 4xx included, is
+returned as an :class:`Answer`, because what it means is the API's concern
+(:mod:`django_eid.client`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import requests
+import requests.adapters
+import requests.auth
+from urllib3.exceptions import NewConnectionError
+
+from django_eid import __version__
+from django_eid.exceptions import EidProtocolError, EidUnavailable
+
+USER_AGENT: Final = f"django-eid/{__version__} python-requests/{requests.__version__}"
+MAX_RETRIES: Final = 2
+BACKOFF: Final = 0.2
+#: Connections kept per broker host; at least the threads of a busy worker process.
+POOL_SIZE: Final = 32
+RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
+_REQUEST_ID_HEADERS: Final = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
+
+
+def new_http_session(ca_bundle: str | None) -> requests.Session:
+    """A ``requests.Session`` for the broker: pooled, identified, TLS always verified."""
+    http = requests.Session()
+    # One pooled connection per thread that calls the broker at once; requests'
+    # default of 10 would open and close extra connections on busier workers.
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    http.mount("https://", adapter)
+    http.mount("http://", adapter)
+    http.headers["User-Agent"] = USER_AGENT
+    http.headers["Accept"] = "application/json"
+    # TLS verification is always on; a private CA can be named, never disabled.
+    http.verify = ca_bundle or True
+    # Redirects are refused by ``allow_redirects=False`` on every call. (``max_redirects
+    # = 0`` would make requests raise TooManyRedirects even then, hiding the status.)
+    # Proxies and CA settings from the environment are honoured; every call passes
+    # ``auth`` explicitly so that .netrc credentials never replace ours.
+    return http
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the broker answered to one call, read in full."""
+
+    #: The call, as error messages name it: ``"POST https://..."``.
+    what: str
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON; :class:`EidProtocolError` if it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as err:
+            raise EidProtocolError(
+                f"{self.what} answered {self.status} with a body that is not JSON"
+            ) from err
+
+    def describe(self, scrub: Callable[[str], str]) -> tuple[dict[str, Any] | None, str]:
+        """The error body (if a JSON object) and a short summary, passed through ``scrub``."""
+        try:
+            body = json.loads(self.body) if self.body.strip() else None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            body = None
+        if not isinstance(body, dict):
+            ctype = self.headers.get("Content-Type", "").split(";")[0] or "no content type"
+            kind = "an empty body" if not self.body.strip() else f"a non-JSON body ({ctype})"
+            return None, kind
+        parts: list[str] = []
+        for key in ("error", "code", "error_description", "message"):
+            if isinstance(body.get(key), str | int) and not isinstance(body.get(key), bool):
+                parts.append(str(body[key]))
+        errors = body.get("errors")
+        if isinstance(errors, list):
+            for item in errors[:5]:
+                if isinstance(item, dict):
+                    parts.append(": ".join(str(item[k]) for k in ("field", "message") if k in item))
+        return body, scrub(" - ".join(p for p in parts if p))[:300] or "a JSON body"
+
+    def request_id(self) -> str | None:
+        """The broker's id of this request, from whichever header it used, for support."""
+        return next((self.headers[h] for h in _REQUEST_ID_HEADERS if h in self.headers), None)
+
+
+class HeaderAuth(requests.auth.AuthBase):
+    """Sets (or, with ``None``, removes) the Authorization header of a request."""
+
+    def __init__(self, value: str | None) -> None:
+        self.value = value
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        r.headers.pop("Authorization", None)
+        if self.value is not None:
+            r.headers["Authorization"] = self.value
+        return r
+
+
+class Transport:
+    """Sends requests over one ``requests.Session`` and reads the answers."""
+
+    def __init__(self, http: requests.Session, *, timeout: float, max_bytes: int) -> None:
+        self.http = http
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+
+    def request(
+        self, method: str, url: str, *, auth: requests.auth.AuthBase, retry: bool, **kwargs: Any
+    ) -> Answer:
+        """Send one call and read its answer.
+
+        ``retry`` says the call may be sent again after it may have reached the broker
+        (it is idempotent); a call that certainly did not reach it is always resent.
+        ``kwargs`` go to :meth:`requests.Session.request` (``data``, ``params``, ``headers``).
+        """
+        what = f"{method} {url}"
+
+        def call() -> requests.Response:
+            return self.http.request(
+                method,
+                url,
+                auth=auth,
+                timeout=self.timeout,
+                allow_redirects=False,
+                stream=True,
+                **kwargs,
+            )
+
+        return self._send(call, what, retry=retry)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _send(self, call: Callable[[], requests.Response], what: str, *, retry: bool) -> Answer:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            delay: float | None = None
+            status: int | None = None
+            try:
+                answer = self._read(call(), what)
+            except (requests.ConnectionError, requests.Timeout) as err:
+                kind = "timed out" if isinstance(err, requests.Timeout) else "could not connect"
+                outcome = f"{kind} ({type(err).__name__})"
+                if attempt < MAX_RETRIES and (retry or _not_sent(err)):
+                    delay = BACKOFF * 2**attempt
+                else:
+                    raise EidUnavailable(
+                        f"{what} {outcome} after {attempt + 1} attempt(s)"
+                    ) from err
+            except requests.TooManyRedirects as err:
+                raise EidProtocolError(
+                    f"{what} answered a redirect; API calls do not follow redirects"
+                ) from err
+            except requests.RequestException as err:
+                # A broken answer (bad chunking, undecodable content ...): not retried.
+                raise EidUnavailable(
+                    f"{what} failed ({type(err).__name__}) after {attempt + 1} attempt(s)"
+                ) from err
+            else:
+                if retry and answer.status in RETRY_STATUSES and attempt < MAX_RETRIES:
+                    status = answer.status
+                    outcome = f"answered {status}"
+                    delay = _retry_after(answer.headers) or BACKOFF * 2**attempt
+                elif 300 <= answer.status < 400:
+                    raise EidProtocolError(
+                        f"{what} answered {answer.status} redirect; API calls do not follow "
+                        "redirects"
+                    )
+                elif answer.status >= 500 or answer.status == 429:
+                    raise EidUnavailable(
+                        f"{what} answered {answer.status} after {attempt + 1} attempt(s)",
+                        status_code=answer.status,
+                    )
+                else:
+                    return answer
+            # Honour Retry-After only within the time budget of one call.
+            if time.monotonic() - started + delay > self.timeout:
+                raise EidUnavailable(
+                    f"{what} {outcome} after {attempt + 1} attempt(s); waiting {delay:g} s "
+                    f"more would exceed the {self.timeout:g} s timeout",
+                    status_code=status,
+                )
+            attempt += 1
+            time.sleep(delay)
+
+    def _read(self, response: requests.Response, what: str) -> Answer:
+        with response:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                raise EidProtocolError(f"{what} answered a body over {self.max_bytes} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_content(64 * 1024):
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise EidProtocolError(f"{what} answered a body over {self.max_bytes} bytes")
+                chunks.append(chunk)
+            return Answer(what, response.status_code, response.headers, b"".join(chunks))
+
+
+def _not_sent(err: Exception) -> bool:
+    """True when the request certainly did not reach the broker (safe to resend a POST)."""
+    if isinstance(err, requests.ConnectTimeout):
+        return True
+    reason = err.args[0] if err.args else None
+    reason = getattr(reason, "reason", reason)
+    return isinstance(reason, NewConnectionError)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None

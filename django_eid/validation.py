@@ -1,0 +1,234 @@
+"""What a valid ``DJANGO_EID`` is: the problems behind the system checks.
+
+:func:`problems` lists everything wrong with the configuration, each with a
+stable id (``django_eid.E001`` ...; the checks reference lists them all). The
+system checks report them at deploy time, and :class:`~django_eid.client.EidClient`
+refuses to start while any is an error, so a broken setup fails with the same
+message in both places.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, TypeGuard
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from django_eid.conf import DEFAULTS, EidSettings, eid_settings
+from django_eid.crypto import invalid_keys
+
+#: The broker's ``Language`` codes.
+LANGUAGES: Final = ("NO", "EN", "SV", "DA", "FI")
+TOKEN_AUTH_METHODS: Final = ("basic", "post")
+#: Upper-case words joined by underscores, as the interface document describes.
+PROVIDER_RE: Final = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*\Z")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration problem, reported by a system check and by the client."""
+
+    id: str
+    level: Literal["error", "warning"]
+    message: str
+    hint: str | None = None
+
+
+def is_http_url(value: object) -> TypeGuard[str]:
+    """An absolute http(s) URL with a host."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def problems(app_settings: EidSettings | None = None) -> list[Problem]:
+    """Everything wrong with the configuration, errors and warnings, in a stable order."""
+    s = app_settings or eid_settings
+    user = getattr(settings, "DJANGO_EID", None)
+    if user is not None and not isinstance(user, Mapping):
+        # Nothing else can be read from it.
+        return [Problem("django_eid.E000", "error", "settings.DJANGO_EID must be a dict.")]
+    return [
+        *_unknown_keys(s),
+        *_broker(s),
+        *_token_cache(s),
+        *_language_timeout_scopes(s),
+        *_providers(s),
+        *_encryption_keys(s),
+        *_positive_integers(s),
+        *_callback_cookie(s),
+    ]
+
+
+def _unknown_keys(s: EidSettings) -> Iterator[Problem]:
+    unknown = sorted(s.user_keys - DEFAULTS.keys())
+    if unknown:
+        yield Problem(
+            "django_eid.W010",
+            "warning",
+            f"Unknown DJANGO_EID keys: {', '.join(unknown)}.",
+            "Check the spelling against the settings table in the README.",
+        )
+
+
+def _broker(s: EidSettings) -> Iterator[Problem]:
+    """Credentials, broker URLs and how the client authenticates."""
+    for key, pid in (("CLIENT_ID", "E001"), ("CLIENT_SECRET", "E002")):
+        value = s.raw(key)
+        if not value or not isinstance(value, str):
+            yield Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required.")
+    for key, pid, wid in (("BASE_URL", "E003", "W001"), ("AUTH_URL", "E004", "W002")):
+        value = s.raw(key)
+        if not is_http_url(value):
+            yield Problem(
+                f"django_eid.{pid}",
+                "error",
+                f"DJANGO_EID['{key}'] must be an absolute http(s) URL.",
+            )
+        elif urlsplit(value).scheme == "http" and not settings.DEBUG:
+            yield Problem(
+                f"django_eid.{wid}",
+                "warning",
+                f"DJANGO_EID['{key}'] uses http:// while DEBUG is False.",
+                "Use https:// in production; credentials and personal data cross this link.",
+            )
+    if s.TOKEN_AUTH_METHOD not in TOKEN_AUTH_METHODS:
+        yield Problem(
+            "django_eid.E005",
+            "error",
+            f"DJANGO_EID['TOKEN_AUTH_METHOD'] must be one of {', '.join(TOKEN_AUTH_METHODS)}.",
+        )
+
+
+def _token_cache(s: EidSettings) -> Iterator[Problem]:
+    if s.TOKEN_CACHE not in settings.CACHES:
+        yield Problem(
+            "django_eid.E006",
+            "error",
+            f"DJANGO_EID['TOKEN_CACHE'] names cache {s.TOKEN_CACHE!r}, "
+            "which is not in settings.CACHES.",
+        )
+        return
+    backend = str(settings.CACHES[s.TOKEN_CACHE].get("BACKEND", ""))
+    if not settings.DEBUG and backend.endswith(("LocMemCache", "DummyCache")):
+        yield Problem(
+            "django_eid.W003",
+            "warning",
+            f"DJANGO_EID['TOKEN_CACHE'] ({s.TOKEN_CACHE!r}) is a per-process cache "
+            f"({backend.rsplit('.', 1)[-1]}).",
+            "Each worker process will then fetch its own access token. Point TOKEN_CACHE "
+            "at a cache shared by all workers (Redis, Memcached, database).",
+        )
+
+
+def _language_timeout_scopes(s: EidSettings) -> Iterator[Problem]:
+    if s.LANGUAGE is not None and s.LANGUAGE not in LANGUAGES:
+        yield Problem(
+            "django_eid.E007",
+            "error",
+            f"DJANGO_EID['LANGUAGE'] must be one of {', '.join(LANGUAGES)} or None.",
+        )
+    try:
+        timeout = s.TIMEOUT
+    except (TypeError, ValueError):
+        timeout = -1.0
+    if not (timeout > 0 and math.isfinite(timeout)):
+        yield Problem(
+            "django_eid.E008",
+            "error",
+            "DJANGO_EID['TIMEOUT'] must be a positive, finite number of seconds.",
+        )
+    scopes = s.raw("SCOPES")
+    if isinstance(scopes, str):
+        scopes_ok = bool(scopes.split())
+    elif isinstance(scopes, list | tuple):
+        scopes_ok = bool(scopes) and all(isinstance(x, str) and x.strip() for x in scopes)
+    else:
+        scopes_ok = False
+    if not scopes_ok:
+        yield Problem(
+            "django_eid.E009",
+            "error",
+            "DJANGO_EID['SCOPES'] must be a non-empty list of scope names.",
+        )
+
+
+def _providers(s: EidSettings) -> Iterator[Problem]:
+    default = s.raw("IDENTITY_PROVIDER")
+    providers = [default] if default else []
+    allowed = s.raw("ALLOWED_PROVIDERS")
+    if allowed is not None:
+        if isinstance(allowed, str) or not isinstance(allowed, Sequence | set | frozenset):
+            yield Problem(
+                "django_eid.E011",
+                "error",
+                "DJANGO_EID['ALLOWED_PROVIDERS'] must be a list of provider names or None.",
+            )
+            allowed = []
+        providers.extend(allowed)
+    bad = [p for p in providers if not isinstance(p, str) or not PROVIDER_RE.match(p)]
+    if bad:
+        yield Problem(
+            "django_eid.E012",
+            "error",
+            f"Invalid identity provider names: {', '.join(map(repr, bad))}.",
+            "Providers are upper-case words joined by underscores, e.g. NO_BANKID_WEB.",
+        )
+    if default and allowed and default not in allowed:
+        yield Problem(
+            "django_eid.E013",
+            "error",
+            "DJANGO_EID['IDENTITY_PROVIDER'] is not in ALLOWED_PROVIDERS.",
+        )
+
+
+def _encryption_keys(s: EidSettings) -> Iterator[Problem]:
+    keys = s.raw("ENCRYPTION_KEYS")
+    if keys is None:
+        return
+    if not isinstance(keys, list | tuple) or not keys or invalid_keys(list(keys)):
+        yield Problem(
+            "django_eid.E014",
+            "error",
+            "DJANGO_EID['ENCRYPTION_KEYS'] must be a non-empty list of Fernet keys "
+            "(32 url-safe base64-encoded bytes each).",
+            "Generate one with: python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'",
+        )
+
+
+def _positive_integers(s: EidSettings) -> Iterator[Problem]:
+    for key, pid in (
+        ("SESSION_MAX_AGE", "E015"),
+        ("MAX_PENDING_PER_USER", "E016"),
+        ("MAX_RESPONSE_BYTES", "E017"),
+    ):
+        try:
+            ok = int(s.raw(key)) > 0
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            yield Problem(
+                f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] must be a positive integer."
+            )
+
+
+def _callback_cookie(s: EidSettings) -> Iterator[Problem]:
+    samesite = str(getattr(settings, "SESSION_COOKIE_SAMESITE", "Lax")).lower()
+    if samesite == "strict" and not s.CALLBACK_INTERSTITIAL:
+        yield Problem(
+            "django_eid.W004",
+            "warning",
+            "SESSION_COOKIE_SAMESITE is 'Strict' and DJANGO_EID['CALLBACK_INTERSTITIAL'] is False.",
+            "Browsers do not send a Strict session cookie on the broker's redirect back; "
+            "without the interstitial every callback is refused. Enable "
+            "CALLBACK_INTERSTITIAL or use 'Lax'.",
+        )
