@@ -210,6 +210,18 @@ def test_deleting_the_user_frees_the_person(
     assert verify().status == Status.SUCCESS
 
 
+@pytest.mark.usefixtures("one_account")
+def test_a_claim_left_behind_rejects_nobody_and_is_taken_over(
+    verify: Callable[..., Identification], bob_client: Client
+) -> None:
+    """The decision is made from the identifications; a claim only serialises."""
+    bobs = verify(client=bob_client)
+    Identification.objects.filter(pk=bobs.pk).update(status=Status.REJECTED)  # site's own UPDATE
+    alices = verify()
+    assert alices.status == Status.SUCCESS
+    assert_claimed_by(alices)
+
+
 # -- key rotation ------------------------------------------------------------------------------
 
 
