@@ -110,6 +110,8 @@ class Command(BaseCommand):
                     f"Anonymized {changed} finished identification(s) older than {age}."
                 )
             else:
-                changed, _ = old.delete()
+                # The total would count the rows' person claims too.
+                _, deleted = old.delete()
+                changed = deleted.get(Identification._meta.label, 0)
                 self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
         self.stdout.write(f"Expired {expired} stale pending identification(s).")

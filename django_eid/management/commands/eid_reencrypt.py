@@ -66,6 +66,7 @@ def _reclaim(row: Identification) -> None:
         with transaction.atomic():
             stale.exclude(key=key).update(key=key)
     except IntegrityError:
-        # Already claimed under the new key: by a newer identification of the same account
-        # (which claimed it after the rotation). One claim is enough.
+        # Already claimed under the new key, by a newer identification of the same account
+        # (one claim is enough), or of another one verified while the setting was off
+        # (whose claim then stands; the query of ONE_ACCOUNT_PER_PERSON sees both rows).
         stale.exclude(key=key).delete()
