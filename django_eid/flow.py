@@ -25,14 +25,20 @@ from django_eid import crypto, signals
 from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidError, EidProtocolError, IdentificationRejected
-from django_eid.models import Identification, new_external_id, new_reference
+from django_eid.models import (
+    Identification,
+    PersonClaim,
+    fit,
+    max_length,
+    new_external_id,
+    new_reference,
+)
 from django_eid.records import IdentificationRecord
 
 logger = logging.getLogger("django_eid")
 
 Status = Identification.Status
-ERROR_STATUS_MAX = Identification._meta.get_field("error_status").max_length or 64
-REQUEST_ID_MAX = Identification._meta.get_field("request_id").max_length or 512
+REQUEST_ID_MAX = max_length("request_id") or 0
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def start(
         display=display,
         next_url=next_url,
         identity_provider=provider or "",
-        user_agent=request.META.get("HTTP_USER_AGENT", "")[:1000],
+        user_agent=fit("user_agent", request.META.get("HTTP_USER_AGENT", "")),
         ip_address=client_ip(request),
     )
     urls: ReturnUrls = return_urls(reference)
@@ -129,7 +135,7 @@ def _check_request_id(request_id: str) -> None:
 def _store_failure(row: Identification, err: EidError) -> None:
     row.status = Status.ERROR
     row.error_code = type(err).__name__
-    row.error_message = str(err)[:1000]
+    row.error_message = fit("error_message", str(err))
     row.completed_at = timezone.now()
     row.save(force_insert=True)
     logger.warning("Creating identification session %s failed: %s", row.pk, err)
@@ -174,7 +180,7 @@ def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
     """The broker sent the user to the Error URL with ``[0]`` = ``error_status``."""
     fields: dict[str, Any] = {
         "status": Status.ERROR,
-        "error_status": error_status[:ERROR_STATUS_MAX],
+        "error_status": fit("error_status", error_status),
     }
     if row.request_id:
         try:
@@ -195,7 +201,10 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
     if err is None:
         return {}
     code = err.error_code or err.native_error_code or ""
-    return {"error_code": code[:128], "error_message": (err.error_message or "")[:2000]}
+    return {
+        "error_code": fit("error_code", code),
+        "error_message": fit("error_message", err.error_message or ""),
+    }
 
 
 def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
@@ -203,11 +212,13 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
     ssn = crypto.SensitiveText(record.social_security_number or "") or None
     ip = record.environment_info.ip_address
     fields: dict[str, Any] = {
-        "identity_provider_unique_id": (record.identity_provider_unique_id or "")[:255],
-        "name": (record.name or "")[:255],
-        "first_name": (record.first_name or "")[:255],
-        "middle_name": (record.middle_name or "")[:255],
-        "last_name": (record.last_name or "")[:255],
+        "identity_provider_unique_id": fit(
+            "identity_provider_unique_id", record.identity_provider_unique_id or ""
+        ),
+        "name": fit("name", record.name or ""),
+        "first_name": fit("first_name", record.first_name or ""),
+        "middle_name": fit("middle_name", record.middle_name or ""),
+        "last_name": fit("last_name", record.last_name or ""),
         "date_of_birth": record.birth_date,
         "social_security_number": ssn,
         "social_security_number_hash": crypto.lookup_hash(ssn) if ssn else None,
@@ -216,24 +227,28 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
     }
     if record.identity_provider:
         # A record without a provider keeps the one that was asked for.
-        fields["identity_provider"] = record.identity_provider[:64]
+        fields["identity_provider"] = fit("identity_provider", record.identity_provider)
     if record.environment_info.user_agent:
-        fields["user_agent"] = record.environment_info.user_agent[:1000]
+        fields["user_agent"] = fit("user_agent", record.environment_info.user_agent)
     if ip:
         fields["ip_address"] = _valid_ip(ip)
     return fields
 
 
-def _same_person_elsewhere(row: Identification, record: IdentificationRecord) -> bool:
-    """Another account already holds a successful identification of this person."""
+def _same_person_elsewhere(row: Identification) -> bool:
+    """Another account holds a successful identification of the person ``row`` stores.
+
+    Matches what is stored (truncated values), and the number's lookup hash under every
+    configured key, so rows from before a key rotation count.
+    """
     match = Q()
-    if record.identity_provider_unique_id and record.identity_provider:
+    if row.identity_provider and row.identity_provider_unique_id:
         match |= Q(
-            identity_provider=record.identity_provider,
-            identity_provider_unique_id=record.identity_provider_unique_id,
+            identity_provider=row.identity_provider,
+            identity_provider_unique_id=row.identity_provider_unique_id,
         )
-    if record.social_security_number:
-        hashes = crypto.lookup_hashes(record.social_security_number)
+    if row.social_security_number:
+        hashes = crypto.lookup_hashes(row.social_security_number)
         match |= Q(social_security_number_hash__in=hashes)
     if not match:
         return False
@@ -245,7 +260,11 @@ def _same_person_elsewhere(row: Identification, record: IdentificationRecord) ->
 
 
 def _refusal(row: Identification, record: IdentificationRecord) -> tuple[str, str] | None:
-    """Why the app itself refuses a successful record: ``(code, message)``, or ``None``."""
+    """Why the app itself refuses a successful record: ``(code, message)``, or ``None``.
+
+    ``ONE_ACCOUNT_PER_PERSON`` is not decided here but in :func:`_transition_claiming`,
+    inside the transaction of the SUCCESS transition.
+    """
     used = record.identity_provider
     allowed = eid_settings.ALLOWED_PROVIDERS
     if used and (
@@ -256,11 +275,41 @@ def _refusal(row: Identification, record: IdentificationRecord) -> tuple[str, st
         return "PROVIDER_NOT_ALLOWED", gettext(
             "You identified with an eID that is not accepted here. Please try again."
         )
-    if eid_settings.ONE_ACCOUNT_PER_PERSON and _same_person_elsewhere(row, record):
-        return "ONE_ACCOUNT_PER_PERSON", gettext(
-            "This person is already verified on another account."
-        )
     return None
+
+
+class _PersonTaken(Exception):
+    """Rolls back a SUCCESS transition: the person is verified on another account."""
+
+
+def _transition_claiming(row: Identification, fields: dict[str, Any]) -> bool:
+    """The SUCCESS transition and the person's claims, in one transaction.
+
+    Raises :class:`_PersonTaken` (after rolling both back) when another account holds a
+    successful identification of the person. The claims' unique key makes this hold for
+    two accounts finishing at once: the second INSERT waits for the first transaction and,
+    once it committed, the query below sees its row. The query itself finds what has no
+    claim of the current key: rows from before the setting was on, or from before a key
+    rotation. Claiming a key this account already holds moves it to the new row.
+    """
+    with transaction.atomic():
+        if not _transition(row, **fields):
+            return False
+        keys = PersonClaim.keys_for(row)
+        if not keys:
+            return True
+        features = connection.features
+        PersonClaim.objects.bulk_create(
+            [PersonClaim(key=key, identification=row) for key in keys],
+            update_conflicts=True,
+            update_fields=["identification"],
+            # MySQL's ON DUPLICATE KEY UPDATE takes no conflict target.
+            unique_fields=["key"] if features.supports_update_conflicts_with_target else None,
+        )
+        if _same_person_elsewhere(row):
+            # Another account's claim was overwritten above: the rollback restores it.
+            raise _PersonTaken
+    return True
 
 
 def succeed(row: Identification, request: HttpRequest, record: IdentificationRecord) -> None:
@@ -273,7 +322,7 @@ def succeed(row: Identification, request: HttpRequest, record: IdentificationRec
     if not record.is_success:
         fields.update(
             status=Status.ERROR,
-            error_status=(record.status or "")[:ERROR_STATUS_MAX],
+            error_status=fit("error_status", record.status or ""),
             **_error_fields(record),
         )
         if _transition(row, **fields):
@@ -281,27 +330,51 @@ def succeed(row: Identification, request: HttpRequest, record: IdentificationRec
             _send(signals.identification_failed, row, request)
         return
     refusal = _refusal(row, record)
-    if refusal is not None:
-        code, message = refusal
-        fields.update(status=Status.REJECTED, error_code=code, error_message=message)
-        if _transition(row, **fields):
-            logger.info("Identification %s rejected (%s).", row.pk, code)
-            _send(signals.identification_failed, row, request)
-        return
-    fields["status"] = Status.SUCCESS
-    if not _transition(row, **fields):
-        return
-    logger.info("Identification %s succeeded (provider %s).", row.pk, row.identity_provider)
+    if refusal is None:
+        fields["status"] = Status.SUCCESS
+        try:
+            if eid_settings.ONE_ACCOUNT_PER_PERSON:
+                changed = _transition_claiming(row, dict(fields))
+            else:
+                changed = _transition(row, **fields)
+        except _PersonTaken:
+            refusal = (
+                "ONE_ACCOUNT_PER_PERSON",
+                gettext("This person is already verified on another account."),
+            )
+        else:
+            if changed:
+                logger.info(
+                    "Identification %s succeeded (provider %s).", row.pk, row.identity_provider
+                )
+                _receive_success(row, request)
+            return
+    code, message = refusal
+    fields.update(status=Status.REJECTED, error_code=code, error_message=message)
+    if _transition(row, **fields):
+        logger.info("Identification %s rejected (%s).", row.pk, code)
+        _send(signals.identification_failed, row, request)
+
+
+def _receive_success(row: Identification, request: HttpRequest) -> None:
+    """Send ``identification_succeeded``; store a receiver's rejection and free the person."""
     rejection = _send(signals.identification_succeeded, row, request)
-    if rejection is not None:
-        reason = rejection.reason or gettext("Your identification was not accepted.")
+    if rejection is None:
+        return
+    reason = fit(
+        "error_message", rejection.reason or gettext("Your identification was not accepted.")
+    )
+    with transaction.atomic():
         changed = Identification.objects.filter(pk=row.pk, status=Status.SUCCESS).update(
-            status=Status.REJECTED, error_code="REJECTED", error_message=reason[:2000]
+            status=Status.REJECTED, error_code="REJECTED", error_message=reason
         )
         if changed:
-            row.status, row.error_code, row.error_message = Status.REJECTED, "REJECTED", reason
-            logger.info("Identification %s rejected by a receiver.", row.pk)
-            _send(signals.identification_failed, row, request)
+            # The row no longer holds the identity, so neither does the account through it.
+            PersonClaim.objects.filter(identification=row).delete()
+    if changed:
+        row.status, row.error_code, row.error_message = Status.REJECTED, "REJECTED", reason
+        logger.info("Identification %s rejected by a receiver.", row.pk)
+        _send(signals.identification_failed, row, request)
 
 
 def _send(signal: Any, row: Identification, request: HttpRequest) -> IdentificationRejected | None:

@@ -10,11 +10,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
 from django_eid.conf import eid_settings
-from django_eid.models import Identification
+from django_eid.models import Identification, fit, max_length
 from django_eid.validation import PROVIDER_RE
 
-#: What a ``next`` value may be at most; longer ones are dropped like foreign ones.
-NEXT_MAX_LENGTH = 2000
+#: What a ``next`` value may be at most (what ``next_url`` stores); longer ones are dropped
+#: like foreign ones.
+NEXT_MAX_LENGTH = max_length("next_url") or 0
 
 
 def safe_next(request: HttpRequest, value: str | None) -> str:
@@ -36,7 +37,9 @@ class StartForm(forms.Form):
     unsafe ``next`` is dropped, never reported, since the field is hidden.
     """
 
-    provider = forms.CharField(label=_("Identity provider"), required=False, max_length=64)
+    provider = forms.CharField(
+        label=_("Identity provider"), required=False, max_length=max_length("identity_provider")
+    )
     display = forms.ChoiceField(
         label=_("Display"),
         choices=Identification.Display.choices,
@@ -86,7 +89,7 @@ class StartForm(forms.Form):
                     "“%(provider)s” is not a provider name (upper-case words joined by underscores)."
                 ),
                 code="malformed",
-                params={"provider": value[:64]},
+                params={"provider": fit("identity_provider", value)},
             )
         allowed = eid_settings.ALLOWED_PROVIDERS
         if allowed is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import secrets
 from typing import Any
 
@@ -23,6 +25,22 @@ def new_reference() -> str:
 def new_external_id() -> str:
     """``ExternalReference`` for the broker: 128 random bits, no personal data (it is invoiced)."""
     return secrets.token_hex(16)
+
+
+def fit(field_name: str, value: str) -> str:
+    """``value`` cut to what :class:`Identification`'s ``field_name`` column stores.
+
+    Every value taken from the broker or the request goes through this, so that what is
+    compared (``ONE_ACCOUNT_PER_PERSON``) is exactly what is stored.
+    """
+    limit = max_length(field_name)
+    return value[:limit] if limit is not None else value
+
+
+def max_length(field_name: str) -> int | None:
+    """The ``max_length`` of :class:`Identification`'s field ``field_name``."""
+    field = Identification._meta.get_field(field_name)
+    return getattr(field, "max_length", None)
 
 
 class IdentificationQuerySet(models.QuerySet["Identification"]):
@@ -112,12 +130,12 @@ class Identification(models.Model):
         max_length=64, null=True, blank=True, db_index=True, editable=False
     )
 
-    user_agent = models.TextField(_("user agent"), blank=True)
+    user_agent = models.TextField(_("user agent"), max_length=1000, blank=True)
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
 
     error_status = models.CharField(_("error status"), max_length=64, blank=True)
     error_code = models.CharField(_("error code"), max_length=128, blank=True)
-    error_message = models.TextField(_("error message"), blank=True)
+    error_message = models.TextField(_("error message"), max_length=2000, blank=True)
 
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     raw = models.JSONField(_("record as received"), default=dict, blank=True)
@@ -172,3 +190,56 @@ class Identification(models.Model):
         if not number:
             return ""
         return "\u2022" * max(0, len(number) - 2) + number[-2:]
+
+
+class PersonClaim(models.Model):
+    """One account's hold on one key of a verified person, for ``ONE_ACCOUNT_PER_PERSON``.
+
+    A person has up to two keys: their provider and unique id there (``uid:``), and their
+    national identity number's lookup hash under the current key (``ssn:``). ``key`` is
+    unique, so two accounts cannot hold the same person at once: the SUCCESS transition
+    writes its claims in the same transaction, and the second of two racing transitions
+    waits for the first and then finds it. A claim lives exactly as long as its
+    identification holds the identity as ``SUCCESS``: it goes with a receiver's rejection,
+    ``eid_purge`` (deleted or anonymized rows) and the user's deletion.
+    """
+
+    UID = "uid:"
+    SSN = "ssn:"
+
+    key = models.CharField(_("person key"), max_length=68, unique=True, editable=False)
+    identification = models.ForeignKey(
+        Identification,
+        on_delete=models.CASCADE,
+        related_name="person_claims",
+        verbose_name=_("identification"),
+        editable=False,
+    )
+
+    class Meta:
+        verbose_name = _("person claim")
+        verbose_name_plural = _("person claims")
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}… of identification {self.identification_id}"
+
+    def __repr__(self) -> str:
+        return f"<PersonClaim pk={self.pk} identification_id={self.identification_id}>"
+
+    @classmethod
+    def keys_for(cls, identification: Identification) -> list[str]:
+        """The keys of the person ``identification`` stores (its stored, truncated values).
+
+        The unique id at a provider is stored in clear on the identification, so its key is a
+        plain SHA-256 (stable across key rotations); a claim never outlives its row. Sorted,
+        so that two transactions claiming the same keys lock them in the same order.
+        """
+        keys = []
+        provider = identification.identity_provider
+        unique_id = identification.identity_provider_unique_id
+        if provider and unique_id:
+            pair = json.dumps([provider, unique_id]).encode()
+            keys.append(cls.UID + hashlib.sha256(pair).hexdigest())
+        if identification.social_security_number:
+            keys.append(cls.SSN + crypto.lookup_hash(identification.social_security_number))
+        return sorted(keys)

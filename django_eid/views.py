@@ -36,7 +36,7 @@ from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidUnavailable
 from django_eid.forms import StartForm, safe_next
-from django_eid.models import Identification
+from django_eid.models import Identification, fit
 from django_eid.records import IN_PROGRESS
 
 logger = logging.getLogger("django_eid")
@@ -106,7 +106,7 @@ class StartView(LoginRequiredMixin, View):
     def get(self, request: HttpRequest) -> HttpResponse:
         initial = {
             "next": safe_next(request, request.GET.get("next")),
-            "provider": (request.GET.get("provider") or "")[:64],
+            "provider": fit("identity_provider", request.GET.get("provider") or ""),
         }
         form = StartForm(initial=initial, request=request)
         return self.render_form(form)
@@ -422,7 +422,7 @@ class ErrorView(CallbackView):
         if value == "[0]":
             value = ""
         # An opaque short code: keep printable ASCII only.
-        code = "".join(c for c in value if 32 < ord(c) < 127)[: flow.ERROR_STATUS_MAX]
+        code = fit("error_status", "".join(c for c in value if 32 < ord(c) < 127))
         flow.fail(row, request, code or "UNKNOWN")
         return None
 

@@ -18,7 +18,7 @@ from django.urls import URLPattern
 import django_eid
 from django_eid import exceptions, signals
 from django_eid.conf import DEFAULTS
-from django_eid.models import Identification
+from django_eid.models import Identification, PersonClaim
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(django_eid.__file__).resolve().parent
@@ -124,9 +124,11 @@ def test_the_urls_reference_lists_every_url_name() -> None:
 
 def test_the_model_reference_lists_every_field() -> None:
     text = doc("reference/models.md")
-    fields = {f.name for f in Identification._meta.get_fields() if f.concrete}
-    missing = {f for f in fields - {"id"} if f"`{f}`" not in text}
-    assert not missing
+    for model in (Identification, PersonClaim):
+        fields = {f.name for f in model._meta.get_fields() if f.concrete}
+        missing = {f for f in fields - {"id"} if f"`{f}`" not in text}
+        assert not missing, model
+    assert "## `PersonClaim`" in text
     for status in Identification.Status:
         assert f"| `{status.value}` | {status.label} |" in text
 

@@ -5,7 +5,8 @@ identifications older than the given age, and marks pending ones older than
 ``SESSION_MAX_AGE`` as ``EXPIRED``. Safe to run from cron while the site takes
 traffic: it only touches finished rows and stale pending ones, each with one
 conditional statement, so a callback racing it either finishes the row first
-(which then is no longer pending) or finds it expired.
+(which then is no longer pending) or finds it expired. A purged row's person claims
+(``ONE_ACCOUNT_PER_PERSON``) go with it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from django_eid.conf import eid_settings
-from django_eid.models import Identification
+from django_eid.models import Identification, PersonClaim
 
 _AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -101,11 +102,16 @@ class Command(BaseCommand):
             expired = stale.update(status=Identification.Status.EXPIRED, completed_at=now)
         with transaction.atomic():
             if options["anonymize"]:
+                # A row without the identity no longer holds the person for its account
+                # (ONE_ACCOUNT_PER_PERSON); deleted rows take their claims with them.
+                PersonClaim.objects.filter(identification__in=old).delete()
                 changed = old.update(**PERSONAL_FIELDS)
                 self.stdout.write(
                     f"Anonymized {changed} finished identification(s) older than {age}."
                 )
             else:
-                changed, _ = old.delete()
+                # The total would count the rows' person claims too.
+                _, deleted = old.delete()
+                changed = deleted.get(Identification._meta.label, 0)
                 self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
         self.stdout.write(f"Expired {expired} stale pending identification(s).")

@@ -1,0 +1,294 @@
+"""ONE_ACCOUNT_PER_PERSON as a guarantee: the person's claims (``PersonClaim``).
+
+A successful identification with the setting on claims the person's keys (provider and
+unique id; the number's lookup hash under the current key) in the transaction of its
+SUCCESS transition. The claims go when the row stops holding the identity, follow a key
+rotation through ``eid_reencrypt``, and cost nothing with the setting off. Two accounts
+finishing at the same instant: ``tests/production/test_one_account_race.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.dispatch import receiver
+from django.test import Client
+
+from django_eid import crypto, signals
+from django_eid.exceptions import IdentificationRejected
+from django_eid.models import Identification, PersonClaim, max_length
+from tests.flow.conftest import SSN, Broker, SignalLog, Started
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+OTHER_UID = "another-id"
+OLD_KEY, NEW_KEY = (base64.urlsafe_b64encode(c * 32).decode() for c in (b"o", b"n"))
+
+
+@pytest.fixture
+def one_account(eid: Callable[..., None]) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
+
+
+@pytest.fixture
+def verify(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> Callable[..., Identification]:
+    """``verify(client=alice_client, **record)``: start and finish one identification."""
+
+    def run(client: Client = alice_client, **record: Any) -> Identification:
+        started = start(client=client)
+        broker.will_return(started.request_id, **record)
+        response = client.get(started.success_url())
+        assert response.status_code in (200, 302)
+        return started.refresh()
+
+    return run
+
+
+def claims() -> dict[str, int]:
+    """Every claim: key -> identification pk."""
+    return dict(PersonClaim.objects.values_list("key", "identification_id"))
+
+
+def assert_claimed_by(row: Identification) -> None:
+    keys = PersonClaim.keys_for(row)
+    assert len(keys) == 2
+    assert claims() == dict.fromkeys(keys, row.pk)
+
+
+# -- claiming ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("one_account")
+def test_a_success_claims_the_provider_id_and_the_number(
+    verify: Callable[..., Identification],
+) -> None:
+    row = verify()
+    assert row.status == Status.SUCCESS
+    assert_claimed_by(row)
+    uid, ssn = sorted(claims(), reverse=True)
+    assert ssn == PersonClaim.SSN + crypto.lookup_hash(SSN)
+    assert uid.startswith(PersonClaim.UID)
+    # The key holds no number and no unique id in clear.
+    assert SSN not in uid + ssn
+    assert "9578-6000-4-12345" not in uid
+
+
+@pytest.mark.usefixtures("one_account")
+def test_the_same_account_verifying_again_moves_its_claims_to_the_new_row(
+    verify: Callable[..., Identification], signal_log: SignalLog
+) -> None:
+    first, second = verify(), verify()
+    assert (first.status, second.status) == (Status.SUCCESS, Status.SUCCESS)
+    assert_claimed_by(second)
+    assert signal_log.names.count("identification_succeeded") == 2
+    # Purging the older row leaves the account holding the person.
+    first.delete()
+    assert_claimed_by(second)
+
+
+@pytest.mark.usefixtures("one_account")
+def test_another_account_is_rejected_and_claims_nothing(
+    verify: Callable[..., Identification], bob_client: Client, signal_log: SignalLog
+) -> None:
+    bobs = verify(client=bob_client)
+    alices = verify(IdentityProviderUniqueId=OTHER_UID)
+    assert (alices.status, alices.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+    assert alices.error_message == "This person is already verified on another account."
+    assert alices.completed_at is not None
+    assert_claimed_by(bobs)
+    assert signal_log.names[-1] == "identification_failed"
+    assert signal_log.of("identification_failed")[-1]["status"] == Status.REJECTED
+    assert signal_log.names.count("identification_succeeded") == 1
+
+
+@pytest.mark.usefixtures("one_account")
+def test_a_record_without_provider_id_or_number_claims_nothing(
+    verify: Callable[..., Identification],
+) -> None:
+    row = verify(IdentityProviderUniqueId=None, SocialSecurityNumber=None)
+    assert row.status == Status.SUCCESS
+    assert claims() == {}
+
+
+# -- what is stored is what is matched ---------------------------------------------------------
+
+
+@pytest.mark.usefixtures("one_account")
+@pytest.mark.parametrize("tail", ["", "-but-different-after-the-cut"])
+def test_a_unique_id_longer_than_its_column_matches_as_stored(
+    verify: Callable[..., Identification], bob_client: Client, tail: str
+) -> None:
+    limit = max_length("identity_provider_unique_id")
+    assert limit is not None
+    long_id = "u" * (limit + 45)
+    bobs = verify(client=bob_client, IdentityProviderUniqueId=long_id, SocialSecurityNumber=None)
+    assert bobs.identity_provider_unique_id == long_id[:limit]
+    assert bobs.status == Status.SUCCESS
+    alices = verify(IdentityProviderUniqueId=long_id + tail, SocialSecurityNumber=None)
+    assert (alices.status, alices.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+
+
+@pytest.mark.usefixtures("one_account")
+def test_a_record_without_a_provider_is_matched_on_the_provider_stored(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verify: Callable[..., Identification],
+    bob_client: Client,
+) -> None:
+    verify(client=bob_client, SocialSecurityNumber=None)  # NO_BANKID_WEB, stored as such
+    started = start(provider="NO_BANKID_WEB")
+    broker.will_return(started.request_id, IdentityProvider=None, SocialSecurityNumber=None)
+    assert alice_client.get(started.success_url()).status_code == 200
+    row = started.refresh()
+    assert (row.identity_provider, row.status) == ("NO_BANKID_WEB", Status.REJECTED)
+
+
+# -- claims go with the identity ---------------------------------------------------------------
+
+
+@pytest.fixture
+def receiver_rejects() -> Iterator[None]:
+    @receiver(signals.identification_succeeded, dispatch_uid="test-claims-reject")
+    def reject(identification: Identification, **kwargs: Any) -> None:
+        if identification.user.get_username() == "bob":
+            raise IdentificationRejected("Bob may not.")
+
+    yield
+    signals.identification_succeeded.disconnect(dispatch_uid="test-claims-reject")
+
+
+@pytest.mark.usefixtures("one_account", "receiver_rejects")
+def test_a_receivers_rejection_frees_the_person(
+    verify: Callable[..., Identification], bob_client: Client
+) -> None:
+    bobs = verify(client=bob_client)
+    assert (bobs.status, bobs.error_code) == (Status.REJECTED, "REJECTED")
+    assert claims() == {}
+    alices = verify()
+    assert alices.status == Status.SUCCESS
+    assert_claimed_by(alices)
+
+
+@pytest.mark.usefixtures("one_account")
+@pytest.mark.parametrize("options", [{}, {"anonymize": True}], ids=["delete", "anonymize"])
+def test_eid_purge_frees_the_person(
+    verify: Callable[..., Identification], bob_client: Client, options: dict[str, Any]
+) -> None:
+    bobs = verify(client=bob_client)
+    assert_claimed_by(bobs)
+    out = io.StringIO()
+    call_command("eid_purge", older_than="0s", stdout=out, **options)
+    assert "d 1 finished identification(s)" in out.getvalue()  # the claims are not counted
+    assert claims() == {}
+    assert verify().status == Status.SUCCESS
+
+
+@pytest.mark.usefixtures("one_account")
+def test_eid_purge_keeps_the_claims_of_rows_younger_than_the_cutoff(
+    verify: Callable[..., Identification],
+) -> None:
+    row = verify()
+    call_command("eid_purge", older_than="1d", anonymize=True)
+    call_command("eid_purge", older_than="1d")
+    assert_claimed_by(row)
+
+
+@pytest.mark.usefixtures("one_account")
+def test_deleting_the_user_frees_the_person(
+    verify: Callable[..., Identification], bob: User, bob_client: Client
+) -> None:
+    verify(client=bob_client)
+    bob.delete()
+    assert claims() == {}
+    assert verify().status == Status.SUCCESS
+
+
+@pytest.mark.usefixtures("one_account")
+def test_a_claim_left_behind_rejects_nobody_and_is_taken_over(
+    verify: Callable[..., Identification], bob_client: Client
+) -> None:
+    """The decision is made from the identifications; a claim only serialises."""
+    bobs = verify(client=bob_client)
+    Identification.objects.filter(pk=bobs.pk).update(status=Status.REJECTED)  # site's own UPDATE
+    alices = verify()
+    assert alices.status == Status.SUCCESS
+    assert_claimed_by(alices)
+
+
+# -- key rotation ------------------------------------------------------------------------------
+
+
+def test_eid_reencrypt_moves_the_claim_on_the_number_to_the_new_key(
+    verify: Callable[..., Identification], bob_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[OLD_KEY])
+    bobs = verify(client=bob_client)
+    eid(ENCRYPTION_KEYS=[NEW_KEY, OLD_KEY])
+    assert PersonClaim.SSN + crypto.lookup_hash(SSN) not in claims()
+    call_command("eid_reencrypt")
+    eid(ENCRYPTION_KEYS=[NEW_KEY])  # the old key is gone
+    bobs.refresh_from_db()
+    assert_claimed_by(bobs)
+    assert PersonClaim.SSN + crypto.lookup_hash(SSN) in claims()
+    alices = verify(IdentityProviderUniqueId=OTHER_UID)
+    assert (alices.status, alices.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+
+
+def test_eid_reencrypt_drops_a_claim_the_account_already_holds_under_the_new_key(
+    verify: Callable[..., Identification], eid: Callable[..., None]
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[OLD_KEY])
+    first = verify()
+    eid(ENCRYPTION_KEYS=[NEW_KEY, OLD_KEY])
+    second = verify()  # claims the number under the new key; the old-key claim stays on first
+    assert set(claims().values()) == {first.pk, second.pk}
+    call_command("eid_reencrypt")
+    assert_claimed_by(second)
+
+
+# -- the setting off ---------------------------------------------------------------------------
+
+
+def test_with_the_setting_off_nothing_is_claimed_and_no_query_is_added(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    django_assert_num_queries: Any,
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=False, GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start()
+    broker.will_return(started.request_id)
+    # Session and user, the row, its UPDATE, the session's UPDATE (SAVEPOINT, UPDATE,
+    # RELEASE): docs/benchmarks.md, "7 queries" per callback.
+    with django_assert_num_queries(7):
+        assert alice_client.get(started.success_url()).status_code == 302
+    assert started.refresh().status == Status.SUCCESS
+    assert claims() == {}
+
+
+def test_with_the_setting_on_the_claims_cost_four_queries(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    django_assert_num_queries: Any,
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start()
+    broker.will_return(started.request_id)
+    # SAVEPOINT, the INSERT of both claims, the SELECT for other accounts, RELEASE (outside
+    # a caller's transaction: BEGIN ... COMMIT around the UPDATE, INSERT and SELECT).
+    with django_assert_num_queries(7 + 4):
+        assert alice_client.get(started.success_url()).status_code == 302
+    assert started.refresh().status == Status.SUCCESS
