@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from django_eid import crypto, signals
 from django_eid.client import ReturnUrls, get_client
@@ -166,14 +166,28 @@ def _transition(row: Identification, **fields: Any) -> bool:
     return bool(changed)
 
 
+#: What the user is told when django-eid itself refuses a successful record, by
+#: ``error_code``. The stored ``error_message`` is in the language of the callback;
+#: the result page translates these again in the language of whoever reads it.
+REFUSALS = {
+    "PROVIDER_NOT_ALLOWED": gettext_lazy(
+        "You identified with an eID that is not accepted here. Please try again."
+    ),
+    "ONE_ACCOUNT_PER_PERSON": gettext_lazy("This person is already verified on another account."),
+}
+
+
 def expire(row: Identification) -> bool:
     return _transition(row, status=Status.EXPIRED)
 
 
-def abort(row: Identification, request: HttpRequest) -> None:
-    if _transition(row, status=Status.ABORTED):
-        logger.info("Identification %s aborted by the user.", row.pk)
-        _send(signals.identification_aborted, row, request)
+def abort(row: Identification, request: HttpRequest) -> bool:
+    """Mark ``row`` aborted; False if it had already finished otherwise (a race lost)."""
+    if not _transition(row, status=Status.ABORTED):
+        return False
+    logger.info("Identification %s aborted by the user.", row.pk)
+    _send(signals.identification_aborted, row, request)
+    return True
 
 
 def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
@@ -272,9 +286,7 @@ def _refusal(row: Identification, record: IdentificationRecord) -> tuple[str, st
         or (allowed is not None and used not in allowed)
     ):
         # The broker let the user pick a provider this site does not accept.
-        return "PROVIDER_NOT_ALLOWED", gettext(
-            "You identified with an eID that is not accepted here. Please try again."
-        )
+        return "PROVIDER_NOT_ALLOWED", str(REFUSALS["PROVIDER_NOT_ALLOWED"])
     return None
 
 
@@ -338,10 +350,7 @@ def succeed(row: Identification, request: HttpRequest, record: IdentificationRec
             else:
                 changed = _transition(row, **fields)
         except _PersonTaken:
-            refusal = (
-                "ONE_ACCOUNT_PER_PERSON",
-                gettext("This person is already verified on another account."),
-            )
+            refusal = "ONE_ACCOUNT_PER_PERSON", str(REFUSALS["ONE_ACCOUNT_PER_PERSON"])
         else:
             if changed:
                 logger.info(

@@ -221,7 +221,10 @@ def destination(row: Identification) -> tuple[str, bool]:
 def outcome_page(request: HttpRequest, row: Identification) -> TemplateResponse:
     """The page shown for a failed, rejected or expired identification."""
     if row.status == Status.REJECTED:
-        message = row.error_message or _("Your identification was not accepted.")
+        refusal = flow.REFUSALS.get(row.error_code)
+        # django-eid's own reasons in the reader's language; a receiver's reason as stored.
+        message = str(refusal) if refusal else row.error_message
+        message = message or _("Your identification was not accepted.")
         title = _("Identification not accepted")
     elif row.status == Status.EXPIRED:
         message = _("The identification took too long and has expired. Please start again.")
@@ -403,8 +406,9 @@ class AbortView(CallbackView):
     """The user cancelled at the broker."""
 
     def handle(self, request: HttpRequest, row: Identification) -> HttpResponse | None:
-        flow.abort(row, request)
-        if _messages_installed() and not eid_settings.ABORT_URL:
+        # Only the request that aborted says so: a lost race (success in another tab)
+        # must not tell the user they cancelled.
+        if flow.abort(row, request) and _messages_installed() and not eid_settings.ABORT_URL:
             from django.contrib import messages
 
             messages.info(request, _("You cancelled the identification."))

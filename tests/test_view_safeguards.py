@@ -198,3 +198,67 @@ def test_admin_list_and_detail_survive_a_number_under_a_removed_key(
     detail = admin_client.get(reverse("admin:django_eid_identification_change", args=[row.pk]))
     assert detail.status_code == 200
     assert "cannot be decrypted" in detail.content.decode()
+
+
+# -- what the user is told ---------------------------------------------------------------------
+def test_a_refusal_of_the_app_reads_in_the_language_of_whoever_opens_the_result(
+    user_client: Client, eid_broker: EidBroker, settings: SettingsWrapper, django_user_model: Any
+) -> None:
+    settings.DJANGO_EID = eid_settings_with(ONE_ACCOUNT_PER_PERSON=True)
+    start(user_client)
+    user_client.get(eid_broker.complete())  # Kari, on her own account
+    other = Client()
+    other.force_login(django_user_model.objects.create_user("someone-else"))
+    start(other)
+    in_norwegian = other.get(eid_broker.complete(), follow=True, HTTP_ACCEPT_LANGUAGE="nb")
+    row = Identification.objects.get(user__username="someone-else")
+    assert (row.status, row.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
+    result = reverse("django_eid:result", args=[row.reference])
+    in_english = other.get(result, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "This person is already verified on another account." in in_english
+    assert "This person is already verified" not in in_norwegian.content.decode()
+
+
+def test_a_receivers_reason_is_shown_as_it_was_given(
+    user_client: Client, eid_broker: EidBroker
+) -> None:
+    from django_eid.exceptions import IdentificationRejected
+    from django_eid.signals import identification_succeeded
+
+    def refuse(**kwargs: Any) -> None:
+        raise IdentificationRejected("Not a customer of this branch.")
+
+    identification_succeeded.connect(refuse, weak=False)
+    try:
+        start(user_client)
+        page = user_client.get(eid_broker.complete(), follow=True)
+    finally:
+        identification_succeeded.disconnect(refuse)
+    assert "Not a customer of this branch." in page.content.decode()
+
+
+def test_an_abort_that_lost_the_race_does_not_say_you_cancelled(
+    user_client: Client, eid_broker: EidBroker
+) -> None:
+    from django.contrib.messages import get_messages
+    from django.contrib.messages.storage.fallback import FallbackStorage
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from django_eid.views import AbortView
+
+    start(user_client)
+    stale = Identification.objects.get()  # read by the abort, before the success lands
+    assert user_client.get(eid_broker.complete()).status_code == 302
+    request = RequestFactory().get("/")
+    request.session = SessionStore()
+    request._messages = FallbackStorage(request)  # type: ignore[attr-defined]
+    assert AbortView().handle(request, stale) is None
+    assert stale.status == Status.SUCCESS  # the abort changed nothing
+    assert list(get_messages(request)) == []
+
+
+def test_an_abort_that_won_says_so(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    page = user_client.get(eid_broker.abort(), follow=True)
+    assert "You cancelled the identification." in page.content.decode()
+    assert Identification.objects.get().status == Status.ABORTED
