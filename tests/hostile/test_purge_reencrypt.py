@@ -291,3 +291,22 @@ def test_purge_races_traffic_safely(
     assert alice_client.get(live.success_url()).status_code == 302  # untouched, completes
     assert alice_client.get(stale.success_url()).status_code == 404  # expired, then purged
     assert fired.names == ["succeeded"]
+
+
+def test_anonymize_leaves_nothing_that_leads_back_to_the_person(
+    alice: AbstractBaseUser,
+) -> None:
+    row = Identification.objects.create(
+        user=alice,
+        status=Status.REJECTED,
+        request_id="broker-session-of-kari",  # names the full record at the broker
+        next_url="/apply/?loan=kari-nordmann",
+        error_code="REJECTED",
+        error_message="Kari is 17: too young.",  # a receiver's reason
+        name="Nordmann, Kari",
+        created_at=timezone.now() - datetime.timedelta(days=100),
+    )
+    run("eid_purge", "--older-than", "90d", "--anonymize")
+    row.refresh_from_db()
+    assert (row.request_id, row.next_url, row.error_message, row.name) == (None, "", "", "")
+    assert (row.status, row.error_code) == (Status.REJECTED, "REJECTED")  # statistics stay

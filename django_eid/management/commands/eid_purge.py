@@ -26,8 +26,15 @@ from django_eid.models import Identification, PersonClaim
 _AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
-#: Fields that identify a person; ``--anonymize`` blanks them and keeps the rest.
+#: Fields that identify or describe a person; ``--anonymize`` blanks them and keeps the
+#: rest (user, status, provider, error code and status, dates) for statistics. The broker's
+#: request id goes too: with the API credentials it names the full record at the broker;
+#: so do ``next_url`` (it may carry query data) and ``error_message`` (a receiver's reason
+#: may describe the person, e.g. their age).
 PERSONAL_FIELDS: dict[str, Any] = {
+    "request_id": None,
+    "next_url": "",
+    "error_message": "",
     "identity_provider_unique_id": "",
     "name": "",
     "first_name": "",
