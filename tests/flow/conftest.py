@@ -7,7 +7,6 @@ retrieval answers with ``broker.will_return(request_id, status, **fields)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +89,6 @@ class SignalLog:
 
 
 @pytest.fixture
-def signal_log(signals_sent: SignalRecorder) -> Iterator[SignalLog]:
+def signal_log(signals_sent: SignalRecorder) -> SignalLog:
     """Every django-eid signal sent during the test, with its keyword arguments."""
-    yield SignalLog(signals_sent)
+    return SignalLog(signals_sent)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import requests
-import responses
 from django.contrib.messages import get_messages
 from django.test import Client
 
@@ -17,7 +16,6 @@ from tests.flow.conftest import (
     ACCESS_TOKEN,
     BASIC_CREDENTIALS,
     CLIENT_SECRET,
-    TOKEN_URL,
     Broker,
     SignalLog,
     Started,
