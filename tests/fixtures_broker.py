@@ -131,7 +131,7 @@ class ScriptedBroker(EidBroker):
             request_id=request_id,
         )
 
-    def fail(self, kind: Endpoint, answer: Scripted, *, once: bool = False) -> None:
+    def fault(self, kind: Endpoint, answer: Scripted, *, once: bool = False) -> None:
         """Answer ``kind`` calls with ``answer``: the next one (``once``) or all of them."""
         self.script(kind, answer, times=1 if once else None)
 

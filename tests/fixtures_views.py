@@ -85,8 +85,12 @@ class Started:
 
     def url(self, kind: str) -> str:
         """The genuine callback URL of ``kind`` (success, abort or error)."""
-        urls = {"success": self.success_url, "abort": self.abort_url, "error": self.error_url}
-        return urls[kind]()
+        if kind == "success":
+            return self.success_url()
+        if kind == "abort":
+            return self.abort_url()
+        assert kind == "error", kind
+        return self.error_url()
 
     def path(self, kind: str) -> str:
         return f"/eid/return/{self.reference}/{kind}/"
@@ -104,7 +108,8 @@ def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def broker() -> Iterator[ScriptedBroker]:
-    with ScriptedBroker() as scripted:
+    scripted = ScriptedBroker()
+    with scripted:
         yield scripted
 
 
