@@ -108,8 +108,7 @@ def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def broker() -> Iterator[ScriptedBroker]:
-    scripted = ScriptedBroker()
-    with scripted:
+    with ScriptedBroker() as scripted:
         yield scripted
 
 
@@ -147,31 +146,38 @@ def bob_client(bob: AbstractBaseUser) -> Client:
     return logged_in(bob)
 
 
+def start_session(
+    broker: ScriptedBroker, client: Client, request_id: str | None = None, **post: str
+) -> Started:
+    """POST to the start view; the broker answers ``request_id`` (a fresh one by default).
+
+    Checks the redirect to the broker (or the iframe page) and that one create
+    request was sent.
+    """
+    if request_id is not None:
+        broker.will_create(request_id)
+    before = len(broker.create_requests)
+    response = client.post("/eid/start/", post)
+    assert len(broker.create_requests) == before + 1, response.status_code
+    if post.get("display") == "iframe":
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 302
+        assert response["Location"] == BROKER_PAGE
+    sent = broker.sent()
+    reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
+    row = Identification.objects.get(reference=reference)
+    assert row.status == Identification.Status.PENDING
+    assert row.request_id == (request_id or broker.sessions[-1].request_id)
+    return Started(response, sent, row.pk, reference, row.request_id, row.external_id)
+
+
 @pytest.fixture
 def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started]:
-    """``start(client=alice_client, request_id=None, **post)``: POST to the start view.
-
-    The broker answers ``request_id`` (a fresh one by default); checks the redirect to
-    the broker (or the iframe page) and that one create request was sent.
-    """
+    """``start(client=alice_client, request_id=None, **post)``: see :func:`start_session`."""
 
     def run(client: Client = alice_client, request_id: str | None = None, **post: str) -> Started:
-        if request_id is not None:
-            broker.will_create(request_id)
-        before = len(broker.create_requests)
-        response = client.post("/eid/start/", post)
-        assert len(broker.create_requests) == before + 1, response.status_code
-        if post.get("display") == "iframe":
-            assert response.status_code == 200
-        else:
-            assert response.status_code == 302
-            assert response["Location"] == BROKER_PAGE
-        sent = broker.sent()
-        reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
-        row = Identification.objects.get(reference=reference)
-        assert row.status == Identification.Status.PENDING
-        assert row.request_id == (request_id or broker.sessions[-1].request_id)
-        return Started(response, sent, row.pk, reference, row.request_id, row.external_id)
+        return start_session(broker, client, request_id, **post)
 
     return run
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import requests
@@ -28,6 +28,8 @@ from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Session
 from django_eid.tokens import cache_key
+
+_Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
 
 class EidBroker:
@@ -112,7 +114,7 @@ class EidBroker:
         self.mock.reset()
         forget_tokens()
 
-    def __enter__(self) -> EidBroker:
+    def __enter__(self: _Self) -> _Self:
         self.start()
         return self
 

@@ -16,7 +16,7 @@ Every test checks the exact outcome: the status code, which rows changed
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,17 +52,14 @@ from tests.fixtures_views import (
     logged_in,
     make_user,
     signals_sent,
+    start_session,
     substitute,
 )
-from tests.fixtures_views import broker as scripted_broker
-from tests.fixtures_views import start as start_view
 
 #: Where hostile redirects point; the client must never request it.
 EVIL = "https://evil.example/steal"
 TOKEN = ACCESS_TOKEN
 Status = Identification.Status
-#: The broker double of this suite, under the name its tests annotate it with.
-FakeBroker = ScriptedBroker
 Reply = Scripted
 
 __all__ = [
@@ -90,34 +87,38 @@ __all__ = [
     "raises",
     "record",
     "reply",
-    "scripted_broker",
     "signals_sent",
     "start",
-    "start_view",
     "substitute",
 ]
 
 
-@pytest.fixture
-def broker(scripted_broker: ScriptedBroker) -> ScriptedBroker:
-    """The broker, with a site at :data:`EVIL` that records whoever follows a redirect there."""
-    scripted_broker.evil_calls = []  # type: ignore[attr-defined]
+class FakeBroker(ScriptedBroker):
+    """The scripted sandbox broker, and a site at :data:`EVIL` that records who comes."""
 
-    def evil(request: Any) -> tuple[int, dict[str, str], bytes]:
-        scripted_broker.evil_calls.append(request)  # type: ignore[attr-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.evil_calls: list[Any] = []
+        for method in (responses.GET, responses.POST):
+            self.mock.add_callback(method, re.compile(r"https://evil\.example/.*"), self._evil)
+
+    def _evil(self, request: Any) -> tuple[int, dict[str, str], bytes]:
+        self.evil_calls.append(request)  # a redirect was followed: the tests say it never is
         return 200, {"Content-Type": "application/json"}, b'{"stolen": true}'
 
-    for method in (responses.GET, responses.POST):
-        scripted_broker.mock.add_callback(method, re.compile(r"https://evil\.example/.*"), evil)
-    return scripted_broker
+
+@pytest.fixture
+def broker() -> Iterator[FakeBroker]:
+    with FakeBroker() as fake:
+        yield fake
 
 
 @pytest.fixture
-def start(start_view: Callable[..., Started], broker: ScriptedBroker) -> Callable[..., Started]:
+def start(broker: FakeBroker, alice_client: Client) -> Callable[..., Started]:
     """``start(client=alice_client, **post)``: start, then the sample person identifies."""
 
-    def run(*args: Any, **kwargs: Any) -> Started:
-        started = start_view(*args, **kwargs)
+    def run(client: Client = alice_client, **post: str) -> Started:
+        started = start_session(broker, client, **post)
         broker.complete(request_id=started.request_id)
         return started
 
