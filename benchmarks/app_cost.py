@@ -28,21 +28,13 @@ from collections import Counter
 from typing import Any
 
 from benchmarks.common import RESULTS, header, log, row, table_header
+from django_eid.sandbox.broker import record_of
+from django_eid.sandbox.persons import builtin_persons
 
-REFERENCE_RECORD: dict[str, Any] = {
-    "RequestId": "r",
-    "Status": "SUCCESS",
-    "IdentityProvider": "NO_BANKID_WEB",
-    "IdentityProviderUniqueId": "9578-6000-4-12345",
-    "Name": "Nordmann, Kari Marie",
-    "FirstName": "Kari",
-    "MiddleName": "Marie",
-    "LastName": "Nordmann",
-    "DateOfBirth": "311271",
-    "EnvironmentInfo": {"UserAgent": "Mozilla/5.0", "IPAddress": "203.0.113.7"},
-    "Error": None,
-    "MetaData": {},
-}
+#: Who identifies in every run: the sandbox's first built-in person (the app's broker too).
+SAMPLE = builtin_persons().NORWEGIAN
+#: What the reference view stores as the raw record: the sandbox's record of SAMPLE.
+REFERENCE_RECORD: dict[str, Any] = record_of(SAMPLE, "r", with_number=False)
 
 
 # -- the reference views ----------------------------------------------------------
@@ -72,8 +64,6 @@ def reference_start(request: Any) -> Any:
 
 def reference_success(request: Any, reference: str) -> Any:
     """The same writes as the success callback: SELECT, one UPDATE, the session entry gone."""
-    import datetime
-
     from django.http import HttpResponseRedirect
     from django.utils import timezone
 
@@ -83,13 +73,13 @@ def reference_success(request: Any, reference: str) -> Any:
     assert row is not None
     Identification.objects.filter(pk=row.pk, status="PENDING").update(
         status="SUCCESS",
-        identity_provider="NO_BANKID_WEB",
-        identity_provider_unique_id="9578-6000-4-12345",
-        name="Nordmann, Kari Marie",
-        first_name="Kari",
-        middle_name="Marie",
-        last_name="Nordmann",
-        date_of_birth=datetime.date(1971, 12, 31),
+        identity_provider=SAMPLE.identity_provider,
+        identity_provider_unique_id=SAMPLE.identity_provider_unique_id,
+        name=SAMPLE.name,
+        first_name=SAMPLE.first_name,
+        middle_name=SAMPLE.middle_name,
+        last_name=SAMPLE.last_name,
+        date_of_birth=SAMPLE.birth_date,
         metadata={},
         raw=REFERENCE_RECORD,
         completed_at=timezone.now(),

@@ -31,6 +31,8 @@ assert base64.b64decode(BASIC.split()[1]).decode() == f"{CLIENT_ID}:{SECRET}"
 #: Realistic, long request id with characters that must be query-encoded.
 REQUEST_ID = "3391840571230098455xkQJ+rTgWL4Aq7/RsIemzU8umZ=SsYNWcEFH1PbCVkdfHZjb6tfny"
 
+#: The sample record of wire-format.md, verbatim: the client's parser is checked against the
+#: spec's own example. (Tests of the views use the sandbox's records: tests/fixtures_broker.py.)
 RECORD: dict[str, Any] = {
     "RequestId": REQUEST_ID,
     "Status": "SUCCESS",

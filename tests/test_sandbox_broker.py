@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from django_eid.records import parse_birth_date, parse_record
-from django_eid.sandbox.broker import SandboxBroker, SessionFinished, UnknownSession
+from django_eid.sandbox.broker import SandboxBroker, SessionFinished, UnknownSession, record_of
 from django_eid.sandbox.persons import (
     builtin_persons,
     custom_person,
@@ -439,3 +439,31 @@ def test_custom_person_gets_a_number_when_none_is_typed() -> None:
         national_identity_number="01075012345",
     )
     assert typed.national_identity_number == "01075012345"
+
+
+# -- hooks for tests, and the record of a person ---------------------------------------
+def test_request_ids_and_tokens_come_from_the_given_factories(clock: Clock) -> None:
+    ids = iter(["first-id", "second-id"])
+    broker = SandboxBroker(
+        MemoryStore(clock),
+        client_id="cid",
+        client_secret="s3cret",
+        login_url=lambda rid: f"https://sandbox.test/login/{rid}/",
+        clock=clock,
+        request_ids=lambda: next(ids),
+        tokens=lambda: "known-token",
+    )
+    assert token_reply(broker, basic()).body["access_token"] == "known-token"
+    assert create(broker).body["RequestId"] == "first-id"
+    assert create(broker).body["RequestId"] == "second-id"
+    assert retrieve(broker, "second-id", "Bearer known-token").body["Status"] == "CREATED"
+
+
+def test_record_of_is_the_record_of_an_identified_session(broker: SandboxBroker) -> None:
+    person = builtin_persons().SWEDISH
+    request_id = create(broker, GetSocialSecurityNumber=True).body["RequestId"]
+    broker.identify(request_id, person)
+    assert record_of(person, request_id) == retrieve(broker, request_id).body
+    without = record_of(person, request_id, "ERROR", with_number=False)
+    assert "SocialSecurityNumber" not in without
+    assert without["Status"] == "ERROR"

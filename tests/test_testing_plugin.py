@@ -17,6 +17,7 @@ from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
+from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.fake import forget_tokens
 from django_eid.testing import EidBroker
 from tests import fixtures_client
@@ -215,6 +216,83 @@ def test_token_failure_bodies(user_client: Client, eid_broker: EidBroker) -> Non
     assert user_client.post(reverse("django_eid:start")).status_code == 503
     with pytest.raises(ValueError, match="unknown endpoint"):
         eid_broker.fail_next("nope", 500)  # type: ignore[arg-type]
+
+
+@pytest.mark.django_db
+def test_an_outage_lasts_until_healed(user_client: Client, eid_broker: EidBroker) -> None:
+    eid_broker.fail_next("create", 503, headers={"Retry-After": "120"}, times=None)
+    for _ in range(3):
+        assert user_client.post(reverse("django_eid:start")).status_code == 503
+    assert len(eid_broker.create_requests) == 3
+    eid_broker.heal()
+    assert user_client.post(reverse("django_eid:start")).status_code == 302
+    assert len(eid_broker.sessions) == 1
+
+
+@pytest.mark.django_db
+def test_injected_answers_queue_then_the_lasting_one(eid_broker: EidBroker) -> None:
+    client = get_client()
+    eid_broker.inject("token", 500, body=b"raw", headers={"X-Injected": "1"}, times=None)
+    eid_broker.inject("token", 200, body={"access_token": "t1", "expires_in": 60}, times=1)
+    assert client.get_token().access_token == "t1"  # the counted one first
+    forget_tokens()
+    with pytest.raises(Exception, match="500"):
+        get_client().get_token()  # then the lasting one, raw body and all
+    eid_broker.heal("token")
+    forget_tokens()
+    assert get_client().get_token().access_token == eid_broker.issued_tokens[-1]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_backoff")
+def test_an_exception_class_is_raised_fresh_each_call(
+    user_client: Client, eid_broker: EidBroker
+) -> None:
+    # A connect timeout is retried (the request never left): three attempts, three raises.
+    eid_broker.inject("create", exception=requests.ConnectTimeout, times=3)
+    assert user_client.post(reverse("django_eid:start")).status_code == 503
+    assert len(eid_broker.create_requests) == 3
+    assert user_client.post(reverse("django_eid:start")).status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_hostile_record_for_one_session(user_client: Client, eid_broker: EidBroker) -> None:
+    start(user_client)
+    success_url = eid_broker.complete()
+    request_id = eid_broker.sessions[-1].request_id
+    record = record_of(eid_broker.persons.NORWEGIAN, request_id)
+    eid_broker.inject("retrieve", body={**record, "RequestId": "another"}, request_id=request_id)
+    assert user_client.get(success_url).status_code == 502
+    assert Identification.objects.get().status == Status.PENDING
+    eid_broker.heal(request_id=request_id)
+    assert user_client.get(success_url).status_code == 302
+    assert Identification.objects.get().status == Status.SUCCESS
+
+
+def test_injections_are_checked(eid_broker: EidBroker) -> None:
+    with pytest.raises(ValueError, match="request_id goes with the retrieve endpoint"):
+        eid_broker.inject("create", request_id="r1")
+    with pytest.raises(ValueError, match="times is a positive number"):
+        eid_broker.inject("token", times=0)
+
+
+def test_request_ids_login_url_and_tokens_can_be_given(settings: SettingsWrapper) -> None:
+    ids = iter(["rid-1", "rid-2"])
+    with EidBroker.from_settings(
+        login_url=lambda request_id: f"https://id.test/{request_id}",
+        request_ids=lambda: next(ids),
+        tokens=lambda: "known-token",
+    ) as broker:
+        urls = {k: "https://site.test/r/?requestId=[1]" for k in ("Success", "Abort", "Error")}
+        created = get_client().create_session(return_urls=_urls(urls), external_reference="x")
+        assert (created.request_id, created.url) == ("rid-1", "https://id.test/rid-1")
+        assert broker.issued_tokens == ["known-token"]
+
+
+def _urls(urls: dict[str, str]) -> Any:
+    from django_eid.client import ReturnUrls
+
+    return ReturnUrls(success=urls["Success"], abort=urls["Abort"], error=urls["Error"])
 
 
 # -- the fixture itself ------------------------------------------------------------------------

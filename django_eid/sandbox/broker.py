@@ -61,9 +61,62 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+def _jwt_shaped(claims: Mapping[str, Any]) -> str:
+    # Looks like the broker's RS256 JWT; nobody verifies the signature, so it is random.
+    header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
+    return f"{header}.{_b64url(json.dumps(claims).encode())}.{_b64url(secrets.token_bytes(64))}"
+
+
 def _hashed(kind: str, value: str) -> str:
     # Request ids and tokens are long; hashing keeps cache keys short (memcached: 250).
     return f"{kind}:{hashlib.sha256(value.encode()).hexdigest()[:40]}"
+
+
+def random_request_id() -> str:
+    """A new ``RequestId`` in the shape of the public sample: 19 digits, then 181 letters/digits."""
+    digits = "".join(secrets.choice(string.digits) for _ in range(19))
+    return digits + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(181))
+
+
+def identity_of(
+    person: Person,
+    *,
+    with_number: bool = True,
+    user_agent: str | None = None,
+    ip_address: str | None = None,
+) -> dict[str, Any]:
+    """The identity fields of the record of ``person`` (PascalCase, as on the wire)."""
+    identity: dict[str, Any] = {
+        "IdentityProviderUniqueId": person.identity_provider_unique_id,
+        "Name": person.name,
+        "FirstName": person.first_name,
+        "MiddleName": person.middle_name,
+        "LastName": person.last_name,
+        "DateOfBirth": person.date_of_birth,
+        "EnvironmentInfo": {
+            "UserAgent": user_agent or person.user_agent,
+            "IPAddress": ip_address or person.ip_address,
+        },
+    }
+    if with_number:
+        identity["SocialSecurityNumber"] = person.national_identity_number
+    return identity
+
+
+def record_of(
+    person: Person, request_id: str, status: str = "SUCCESS", *, with_number: bool = True
+) -> dict[str, Any]:
+    """The record the broker answers once ``person`` identified, in status ``status``.
+
+    For tests that answer a retrieve with a record of their own (a hostile one,
+    or one in a status the sandbox never reaches): start from this, change fields.
+    """
+    identity = identity_of(person, with_number=with_number)
+    session = Session(
+        request_id, "", {}, identity_provider=person.identity_provider, identity=identity
+    )
+    session.status = status
+    return session.record()
 
 
 class SandboxBroker:
@@ -82,6 +135,8 @@ class SandboxBroker:
         login_url: Callable[[str], str],
         token_lifetime: int = 3600,
         clock: Callable[[], float] = now,
+        request_ids: Callable[[], str] | None = None,
+        tokens: Callable[[], str] | None = None,
     ) -> None:
         self.store = store
         self.client_id = client_id
@@ -89,6 +144,9 @@ class SandboxBroker:
         self.login_url = login_url
         self.token_lifetime = token_lifetime
         self.clock = clock
+        # Tests that need to know a request id before the app asks for it pass their own.
+        self.new_request_id = request_ids or random_request_id
+        self.new_token = tokens
 
     # -- the token endpoint ------------------------------------------------
     def token(self, *, authorization: str | None, content_type: str | None, body: bytes) -> Reply:
@@ -125,10 +183,7 @@ class SandboxBroker:
             "exp": int(expires_at),
             "jti": secrets.token_hex(16),
         }
-        header = _b64url(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
-        token = (
-            f"{header}.{_b64url(json.dumps(claims).encode())}.{_b64url(secrets.token_bytes(64))}"
-        )
+        token = self.new_token() if self.new_token else _jwt_shaped(claims)
         grant = {"client_id": client_id, "scope": claims["scope"], "expires_at": expires_at}
         self.store.set(_hashed("token", token), grant, self.token_lifetime)
         body = {"access_token": token, "expires_in": self.token_lifetime, "token_type": "Bearer"}
@@ -187,7 +242,7 @@ class SandboxBroker:
         except Refused as refused:
             return refused.reply
         session = Session(
-            request_id=self._new_request_id(),
+            request_id=self.new_request_id(),
             client_id=client_id,
             created_at=self.clock(),
             **dataclasses.asdict(request),
@@ -213,12 +268,6 @@ class SandboxBroker:
             body = {"message": "No identification session has this requestId.", "code": "NOT_FOUND"}
             return Reply(404, body)
         return Reply(200, session.record())
-
-    @staticmethod
-    def _new_request_id() -> str:
-        # The shape of the public sample: 19 digits, then letters and digits; 200 in all.
-        digits = "".join(secrets.choice(string.digits) for _ in range(19))
-        return digits + "".join(secrets.choice(_ALPHANUMERIC) for _ in range(181))
 
     # -- sessions, and the person at the broker ------------------------------
     def session(self, request_id: str) -> Session | None:
@@ -269,21 +318,12 @@ class SandboxBroker:
         session.identity_provider = (
             session.identity_provider or provider or person.identity_provider
         )
-        identity: dict[str, Any] = {
-            "IdentityProviderUniqueId": person.identity_provider_unique_id,
-            "Name": person.name,
-            "FirstName": person.first_name,
-            "MiddleName": person.middle_name,
-            "LastName": person.last_name,
-            "DateOfBirth": person.date_of_birth,
-            "EnvironmentInfo": {
-                "UserAgent": user_agent or person.user_agent,
-                "IPAddress": ip_address or person.ip_address,
-            },
-        }
-        if session.get_social_security_number:
-            identity["SocialSecurityNumber"] = person.national_identity_number
-        session.identity = identity
+        session.identity = identity_of(
+            person,
+            with_number=session.get_social_security_number,
+            user_agent=user_agent,
+            ip_address=ip_address,
+        )
         session.status = "SUCCESS"
         self._save(session)
         return self.return_url(session)

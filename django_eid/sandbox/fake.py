@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import requests
@@ -24,21 +23,13 @@ from django_eid import client
 from django_eid.conf import eid_settings
 from django_eid.records import IN_PROGRESS
 from django_eid.sandbox.broker import SandboxBroker
+from django_eid.sandbox.faults import Answer, Endpoint, Fault, Faults, Raised, encode
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
-from django_eid.sandbox.wire import Reply, Session
+from django_eid.sandbox.wire import Session
 from django_eid.tokens import cache_key
 
-Endpoint: TypeAlias = Literal["token", "create", "retrieve"]
-_Answer: TypeAlias = "tuple[int, dict[str, str], bytes] | Exception"
-
-
-@dataclass
-class _Failure:
-    status: int
-    body: Any
-    exception: Exception | None
-    times: int
+_Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
 
 class EidBroker:
@@ -50,6 +41,7 @@ class EidBroker:
     - ``create_requests``: the JSON bodies of the create-session calls, in order;
     - ``token_requests``: how many token requests were made;
     - ``retrieve_requests``: the request ids asked for with ``GET ?requestId=``;
+    - ``issued_tokens``: the access tokens the broker issued, oldest first;
     - ``broker``: the underlying :class:`~django_eid.sandbox.broker.SandboxBroker`;
     - ``mock``: the active ``responses.RequestsMock`` (add your own URLs to it).
     """
@@ -63,6 +55,9 @@ class EidBroker:
         client_secret: str,
         token_lifetime: int = 3600,
         clock: Callable[[], float] = now,
+        login_url: Callable[[str], str] | None = None,
+        request_ids: Callable[[], str] | None = None,
+        tokens: Callable[[], str] | None = None,
     ) -> None:
         self.token_url = token_url
         self.session_url = session_url
@@ -72,31 +67,40 @@ class EidBroker:
             self.store,
             client_id=client_id,
             client_secret=client_secret,
-            login_url=lambda request_id: f"{login_base}/login/{request_id}/",
+            login_url=login_url or (lambda request_id: f"{login_base}/login/{request_id}/"),
             token_lifetime=token_lifetime,
             clock=clock,
+            request_ids=request_ids,
+            tokens=tokens,
         )
         self.persons: Persons = builtin_persons()
         self.create_requests: list[Any] = []
         self.token_requests = 0
         self.retrieve_requests: list[str] = []
+        self.issued_tokens: list[str] = []
         self._request_ids: list[str] = []
-        self._failures: dict[Endpoint, _Failure] = {}
+        self.faults = Faults()
         self.mock = responses.RequestsMock(assert_all_requests_are_fired=False)
-        self.mock.add_callback(responses.POST, token_url, callback=self._on_token)
-        self.mock.add_callback(responses.POST, session_url, callback=self._on_create)
-        self.mock.add_callback(responses.GET, session_url, callback=self._on_retrieve)
+        for method, url, endpoint in (
+            (responses.POST, token_url, "token"),
+            (responses.POST, session_url, "create"),
+            (responses.GET, session_url, "retrieve"),
+        ):
+            self.mock.add_callback(method, url, callback=self._callback(endpoint))  # type: ignore[arg-type]
 
     @classmethod
-    def from_settings(cls) -> EidBroker:
-        """A broker at the URLs and with the client of ``settings.DJANGO_EID``."""
+    def from_settings(cls, **options: Any) -> EidBroker:
+        """A broker at the URLs and with the client of ``settings.DJANGO_EID``.
+
+        ``options`` are the other arguments of the class (``login_url``, ``request_ids`` ...).
+        """
         s = eid_settings
         return cls(
             token_url=s.TOKEN_URL,
             session_url=f"{s.BASE_URL}/identification/session",
             client_id=s.CLIENT_ID,
             client_secret=s.CLIENT_SECRET,
-            token_lifetime=s.SANDBOX_TOKEN_LIFETIME,
+            **{"token_lifetime": s.SANDBOX_TOKEN_LIFETIME, **options},
         )
 
     def start(self) -> None:
@@ -110,7 +114,7 @@ class EidBroker:
         self.mock.reset()
         forget_tokens()
 
-    def __enter__(self) -> EidBroker:
+    def __enter__(self: _Self) -> _Self:
         self.start()
         return self
 
@@ -174,92 +178,115 @@ class EidBroker:
         return self.broker.fail(session.request_id, status, message=message)
 
     # -- breaking things on purpose ------------------------------------------------
+    def inject(
+        self,
+        endpoint: Endpoint,
+        status: int = 200,
+        *,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        exception: Raised | None = None,
+        times: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        """Answer calls of ``endpoint`` with this instead of the broker's own answer.
+
+        ``body``: a dict, list or ``None`` is sent as JSON, ``str`` as HTML and
+        ``bytes`` as they are; ``headers`` are added (and win). ``exception`` (an
+        instance, or a class or factory for a fresh one each call), e.g.
+        ``requests.ConnectTimeout``, simulates a network failure instead.
+        ``times``: how many calls; ``None`` (the default) answers every call
+        until :meth:`heal`. ``request_id`` limits a ``"retrieve"`` answer to that
+        session, e.g. to answer a hostile record for it.
+        """
+        if request_id is not None and endpoint != "retrieve":
+            raise ValueError("request_id goes with the retrieve endpoint")
+        content_headers, content = encode(body)
+        self.faults.add(
+            Fault(
+                endpoint,
+                status,
+                {**content_headers, **(headers or {})},
+                content,
+                exception,
+                times,
+                request_id,
+            )
+        )
+
     def fail_next(
         self,
         endpoint: Endpoint,
         status: int = 503,
         *,
         body: Any = None,
-        exception: Exception | None = None,
-        times: int = 1,
+        headers: dict[str, str] | None = None,
+        exception: Raised | None = None,
+        times: int | None = 1,
     ) -> None:
         """Make the next ``times`` calls of ``endpoint`` answer ``status`` (or raise ``exception``).
 
         ``endpoint`` is ``"token"``, ``"create"`` or ``"retrieve"``. ``body``: a dict
-        or list is sent as JSON, ``str``/``bytes`` as they are; ``None`` sends a
-        ``{"message", "code"}`` body. ``exception``, e.g. ``requests.ConnectTimeout()``,
-        simulates a network failure instead.
+        or list is sent as JSON, ``str`` as HTML, ``bytes`` as they are; ``None``
+        sends a ``{"message", "code"}`` body. ``exception``, e.g.
+        ``requests.ConnectTimeout()``, simulates a network failure instead.
+        ``times=None`` keeps failing until :meth:`heal` (a broker outage).
         """
-        if endpoint not in ("token", "create", "retrieve"):
-            raise ValueError(f"unknown endpoint {endpoint!r}")
-        self._failures[endpoint] = _Failure(status, body, exception, times)
+        if body is None:
+            body = {"message": "Injected failure (eid_broker.fail_next).", "code": "SANDBOX"}
+        self.inject(endpoint, status, body=body, headers=headers, exception=exception, times=times)
+
+    def heal(self, endpoint: Endpoint | None = None, *, request_id: str | None = None) -> None:
+        """Drop injected answers: all, those of ``endpoint``, or those of one session."""
+        self.faults.heal(endpoint, request_id=request_id)
 
     def revoke_tokens(self) -> None:
         """Forget every token issued so far; the next API call gets 401."""
         for key in self.store.keys("token:"):
             self.store.delete(key)
 
-    # -- the responses callbacks ----------------------------------------------------
-    def _injected(self, endpoint: Endpoint) -> _Answer | None:
-        failure = self._failures.get(endpoint)
-        if failure is None:
-            return None
-        failure.times -= 1
-        if failure.times <= 0:
-            del self._failures[endpoint]
-        if failure.exception is not None:
-            return failure.exception
-        body = failure.body
-        if body is None:
-            body = {"message": "Injected failure (eid_broker.fail_next).", "code": "SANDBOX"}
-        if isinstance(body, str):
-            return failure.status, {"Content-Type": "text/html"}, body.encode()
-        if isinstance(body, bytes):
-            return failure.status, {}, body
-        return failure.status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+    # -- serving a call ---------------------------------------------------------------
+    def _callback(self, endpoint: Endpoint) -> Callable[[requests.PreparedRequest], Answer]:
+        return lambda request: self.serve(endpoint, request)
 
-    @staticmethod
-    def _answer(reply: Reply) -> _Answer:
-        return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.content
+    def serve(self, endpoint: Endpoint, request: requests.PreparedRequest) -> Answer:
+        """Record the call, then answer it: an injected answer, else the sandbox's.
 
-    def _on_token(self, request: requests.PreparedRequest) -> _Answer:
-        self.token_requests += 1
-        injected = self._injected("token")
-        if injected is not None:
-            return injected
-        reply = self.broker.token(
-            authorization=request.headers.get("Authorization"),
-            content_type=request.headers.get("Content-Type"),
-            body=_body(request),
-        )
-        return self._answer(reply)
-
-    def _on_create(self, request: requests.PreparedRequest) -> _Answer:
+        Every call goes through here; a test double that counts or delays calls
+        overrides it and calls ``super().serve``.
+        """
         body = _body(request)
-        try:
-            self.create_requests.append(json.loads(body))
-        except ValueError:
-            self.create_requests.append(body)
-        injected = self._injected("create")
-        if injected is not None:
-            return injected
-        reply = self.broker.create_session(
-            authorization=request.headers.get("Authorization"), body=body
-        )
-        if reply.status == 200:
-            self._request_ids.append(reply.body["RequestId"])
-        return self._answer(reply)
-
-    def _on_retrieve(self, request: requests.PreparedRequest) -> _Answer:
         query = urlsplit(request.url or "").query
-        self.retrieve_requests.extend(v for k, v in parse_qsl(query) if k.lower() == "requestid")
-        injected = self._injected("retrieve")
-        if injected is not None:
-            return injected
-        reply = self.broker.get_session(
-            authorization=request.headers.get("Authorization"), query=query
-        )
-        return self._answer(reply)
+        request_id = None
+        if endpoint == "token":
+            self.token_requests += 1
+        elif endpoint == "create":
+            try:
+                self.create_requests.append(json.loads(body))
+            except ValueError:
+                self.create_requests.append(body)
+        else:
+            ids = [v for k, v in parse_qsl(query) if k.lower() == "requestid"]
+            self.retrieve_requests.extend(ids)
+            request_id = ids[0] if len(ids) == 1 else None
+        fault = self.faults.take(endpoint, request_id)
+        if fault is not None:
+            return fault.answer()
+        authorization = request.headers.get("Authorization")
+        if endpoint == "token":
+            content_type = request.headers.get("Content-Type")
+            reply = self.broker.token(
+                authorization=authorization, content_type=content_type, body=body
+            )
+            if reply.status == 200:
+                self.issued_tokens.append(reply.body["access_token"])
+        elif endpoint == "create":
+            reply = self.broker.create_session(authorization=authorization, body=body)
+            if reply.status == 200:
+                self._request_ids.append(reply.body["RequestId"])
+        else:
+            reply = self.broker.get_session(authorization=authorization, query=query)
+        return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.content
 
 
 def forget_tokens() -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import requests
-import responses
 from django.contrib.messages import get_messages
 from django.test import Client
 
@@ -17,7 +16,6 @@ from tests.flow.conftest import (
     ACCESS_TOKEN,
     BASIC_CREDENTIALS,
     CLIENT_SECRET,
-    TOKEN_URL,
     Broker,
     SignalLog,
     Started,
@@ -243,7 +241,7 @@ def test_a_refused_token_at_start(
     broker: Broker, alice_client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    broker.rsps.replace(responses.POST, TOKEN_URL, status=401, json={"error": "invalid_client"})
+    broker.will_fail_token(401, json={"error": "invalid_client"})
     broker.will_create()
     response = alice_client.post("/eid/start/", {})
     assert response.status_code == 502
@@ -261,5 +259,5 @@ def test_an_unconfigured_app_answers_503_without_a_row(
     broker.will_create(new_request_id())
     response = alice_client.post("/eid/start/", {})
     assert response.status_code == 503
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()

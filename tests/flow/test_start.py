@@ -37,7 +37,7 @@ def test_get_renders_a_csrf_protected_form_that_posts_back(
     assert 'name="csrfmiddlewaretoken"' in html
     assert 'name="display" value="redirect"' in html
     assert 'name="display" value="iframe"' in html
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
 
 
@@ -45,7 +45,7 @@ def test_get_never_starts_a_session(alice_client: Client, broker: Broker) -> Non
     broker.will_create()
     response = alice_client.get(START, {"provider": "NO_BANKID_WEB", "display": "iframe"})
     assert response.status_code == 200
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
 
 
@@ -79,7 +79,7 @@ def test_login_is_required(client: Client, broker: Broker, method: str) -> None:
     response = getattr(client, method)(START, {"provider": "NO_BANKID_WEB"})
     assert response.status_code == 302
     assert response["Location"].startswith("/login/?next=/eid/start/")
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
 
 
@@ -108,7 +108,7 @@ def test_a_malformed_provider_is_refused(
     assert response.status_code == 400
     assert says in response.content.decode()
     assert "The identification could not be started" in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
 
 
@@ -120,7 +120,7 @@ def test_a_provider_outside_allowed_providers_is_refused(
     response = alice_client.post(START, {"provider": "SWE_BANKID"})
     assert response.status_code == 400
     assert "SWE_BANKID" in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
 
 
@@ -132,7 +132,7 @@ def test_a_provider_other_than_the_single_allowed_one_is_refused(
     response = alice_client.post(START, {"provider": "NO_BANKID_WEB"})
     assert response.status_code == 400
     assert "The provider NO_BANKID_WEB is not offered here." in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
 
 
 def test_a_provider_other_than_identity_provider_is_refused(
@@ -143,7 +143,7 @@ def test_a_provider_other_than_identity_provider_is_refused(
     response = alice_client.post(START, {"provider": "NO_BUYPASS"})
     assert response.status_code == 400
     assert "The provider NO_BUYPASS is not offered here." in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
 
 
 def test_several_allowed_providers_need_a_choice(
@@ -157,7 +157,7 @@ def test_several_allowed_providers_need_a_choice(
     response = alice_client.post(START, {"provider": ""})
     assert response.status_code == 400
     assert "Choose an identity provider." in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
 
 
 def test_an_unknown_display_is_refused(alice_client: Client, broker: Broker) -> None:
@@ -165,7 +165,7 @@ def test_an_unknown_display_is_refused(alice_client: Client, broker: Broker) -> 
     response = alice_client.post(START, {"display": "popup"})
     assert response.status_code == 400
     assert "popup" in response.content.decode()
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
 
 
 @pytest.mark.parametrize(
@@ -239,7 +239,7 @@ def test_post_redirects_to_the_broker_and_stores_a_pending_row(
     assert row.completed_at is None
     assert Identification.objects.count() == 1
     # One token request, one create request, nothing else.
-    assert [c.request.method for c in broker.rsps.calls] == ["POST", "POST"]
+    assert [c.request.method for c in broker.mock.calls] == ["POST", "POST"]
 
 
 def test_the_external_reference_is_random_hex_unique_and_stored(
@@ -342,7 +342,7 @@ def test_post_without_a_csrf_token_is_refused(alice: Any, broker: Broker) -> Non
     client.force_login(alice)
     broker.will_create()
     assert client.post(START, {"provider": "NO_BANKID_WEB"}).status_code == 403
-    assert len(broker.rsps.calls) == 0
+    assert len(broker.mock.calls) == 0
     assert not Identification.objects.exists()
     # With the token of the form, it starts.
     client.get(START)

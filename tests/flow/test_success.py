@@ -14,6 +14,7 @@ from django.test import Client
 
 from django_eid import crypto
 from django_eid.models import Identification
+from tests.fixtures_broker import SAMPLE
 from tests.flow.conftest import SSN, Broker, SignalLog, Started, make_record, new_request_id
 
 pytestmark = pytest.mark.django_db
@@ -41,18 +42,19 @@ def test_success_stores_the_identity_and_redirects(
     row = started.refresh()
     assert row.status == Status.SUCCESS
     assert row.user == alice
+    # The sample person's fields, as the record carried them.
     assert row.identity_provider == "NO_BANKID_WEB"
-    assert row.identity_provider_unique_id == "9578-6000-4-12345"
+    assert row.identity_provider_unique_id == "9578-6000-4-112233"
     assert (row.name, row.first_name, row.middle_name, row.last_name) == (
         "Nordmann, Kari Marie",
         "Kari",
         "Marie",
         "Nordmann",
     )
-    assert row.date_of_birth == datetime.date(1971, 12, 31)
+    assert row.date_of_birth == datetime.date(1985, 3, 14) == SAMPLE.birth_date
     assert row.social_security_number == SSN
-    assert row.user_agent == "Mozilla/5.0 (X11; Linux x86_64)"
-    assert row.ip_address == "203.0.113.7"
+    assert row.user_agent == SAMPLE.user_agent
+    assert row.ip_address == SAMPLE.ip_address
     assert row.completed_at is not None
     assert row.completed_at >= row.created_at
     assert (row.error_status, row.error_code, row.error_message) == ("", "", "")

@@ -1,297 +1,126 @@
-"""Fixtures of the hostile-input suite: a scriptable fake broker, users, row snapshots, signals.
+"""Fixtures of the hostile-input suite: the sandbox broker with faults, row snapshots, signals.
 
-The broker is mocked with ``responses`` at its two real addresses; every answer can be
-replaced by a fault (an HTTP status with a body, or a raised transport error), once or for
-every call. The callbacks are driven with the return URLs the app actually sent in the
-create request, placeholders substituted as the broker does (text replacement, URL-encoded).
+The broker is the sandbox broker behind ``responses``
+(:class:`tests.fixtures_broker.ScriptedBroker`); every answer can be replaced by
+a fault (``broker.fault(kind, reply(...) or raises(...))``, once or for every
+call; ``broker.heal()``), and a retrieval of one session by a hostile record
+(``broker.answer_record``). Every session started here is completed at the
+broker by the sample person right away, so retrieving it answers their record
+unless a test scripts another. The callbacks are driven with the return URLs
+the app actually sent.
 
-Every test checks the exact outcome: the status code, which rows changed (``snapshot()``
-before and after), and which signals fired (``fired``).
+Every test checks the exact outcome: the status code, which rows changed
+(``snapshot()`` before and after), and which signals fired (``fired``).
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 import requests
 import responses
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import OperationalError, connection
-from django.http import HttpResponse
+from django.db import OperationalError
 from django.test import Client
 
-import django_eid.transport
-from django_eid import signals
 from django_eid.models import Identification
-from tests.conftest import reset_eid_state
+from tests.fixtures_broker import (
+    ACCESS_TOKEN,
+    BROKER_PAGE,
+    SSN,
+    UNIQUE_ID,
+    Scripted,
+    ScriptedBroker,
+    new_request_id,
+    raises,
+    record,
+    reply,
+)
+from tests.fixtures_client import SECRET
+from tests.fixtures_views import (
+    SignalRecorder,
+    Started,
+    _clean_state,
+    alice,
+    alice_client,
+    bob,
+    bob_client,
+    logged_in,
+    make_user,
+    signals_sent,
+    start_session,
+    substitute,
+)
 
-TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
-SESSION_URL = "https://api.broker.test/identification/session"
-BROKER_PAGE = "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9nZXQ"
 #: Where hostile redirects point; the client must never request it.
 EVIL = "https://evil.example/steal"
-SECRET = "test-secret-s3cr3t-value"
-TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJjbGllbnRfaWQiOiJob3N0aWxlIn0.aG9zdGlsZS1zaWduYXR1cmUtN1F4"
-SSN = "31127112345"
-UNIQUE_ID = "9578-6000-4-12345"
-SIGNAL_NAMES = ("started", "succeeded", "aborted", "failed")
+TOKEN = ACCESS_TOKEN
 Status = Identification.Status
+Reply = Scripted
 
-#: A reply of the fake broker: returns (status, headers, body) or raises a transport error.
-Reply = Callable[[], tuple[int, dict[str, str], bytes]]
-_ids = itertools.count(1)
-
-
-def reply(
-    status: int = 200,
-    body: Any = None,
-    *,
-    raw: bytes | str | None = None,
-    headers: dict[str, str] | None = None,
-) -> Reply:
-    """An HTTP answer: ``body`` is sent as JSON, ``raw`` as is."""
-    data = raw if raw is not None else (b"" if body is None else json.dumps(body))
-    payload = data.encode() if isinstance(data, str) else data
-    hdrs = {"Content-Type": "application/json" if raw is None else "text/html", **(headers or {})}
-    return lambda: (status, dict(hdrs), payload)
-
-
-def raises(factory: Callable[[], BaseException]) -> Reply:
-    """A transport failure: the client sees ``factory()`` raised by ``requests``."""
-
-    def play() -> tuple[int, dict[str, str], bytes]:
-        raise factory()
-
-    return play
-
-
-def record(request_id: str, status: str = "SUCCESS", **overrides: Any) -> dict[str, Any]:
-    """A retrieved record as on the wire; an override of ``...`` removes the property."""
-    body: dict[str, Any] = {
-        "RequestId": request_id,
-        "Status": status,
-        "IdentityProvider": "NO_BANKID_WEB",
-        "IdentityProviderUniqueId": UNIQUE_ID,
-        "Name": "Nordmann, Kari Marie",
-        "FirstName": "Kari",
-        "MiddleName": "Marie",
-        "LastName": "Nordmann",
-        "DateOfBirth": "311271",
-        "SocialSecurityNumber": SSN,
-        "EnvironmentInfo": {"UserAgent": "Mozilla/5.0 (X11)", "IPAddress": "203.0.113.7"},
-        "Error": None,
-        "MetaData": {},
-    }
-    for key, value in overrides.items():
-        if value is ...:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
+__all__ = [
+    "BROKER_PAGE",
+    "EVIL",
+    "SECRET",
+    "SSN",
+    "TOKEN",
+    "UNIQUE_ID",
+    "FakeBroker",
+    "Fired",
+    "Reply",
+    "Started",
+    "Status",
+    "_clean_state",
+    "alice",
+    "alice_client",
+    "bob",
+    "bob_client",
+    "broker",
+    "fired",
+    "logged_in",
+    "make_user",
+    "new_request_id",
+    "raises",
+    "record",
+    "reply",
+    "signals_sent",
+    "start",
+    "substitute",
+]
 
 
-def new_request_id() -> str:
-    """A request id in the shape of the public sample (200 characters, unique)."""
-    tail = f"{next(_ids):012d}"
-    return ("3391840571230098455xkQJrTgWL4Aq7RsIemzU8umZSsYNWcEFH1PbCVkdfHZjb6tfny" * 3)[
-        :188
-    ] + tail
+class FakeBroker(ScriptedBroker):
+    """The scripted sandbox broker, and a site at :data:`EVIL` that records who comes."""
 
-
-class FakeBroker:
-    """The broker: token, create and retrieve answer the contract unless told to fail."""
-
-    KINDS = ("token", "create", "retrieve")
-
-    def __init__(self, rsps: responses.RequestsMock) -> None:
-        self.rsps = rsps
-        self.queued: dict[str, list[Reply]] = {k: [] for k in self.KINDS}
-        self.always: dict[str, Reply | None] = dict.fromkeys(self.KINDS)
-        #: request id -> the record (a dict) or reply that retrieving it answers.
-        self.records: dict[str, Any] = {}
-        self.created: list[dict[str, Any]] = []
-        self.counts: Counter[str] = Counter()
+    def __init__(self) -> None:
+        super().__init__()
         self.evil_calls: list[Any] = []
-        rsps.add_callback(responses.POST, TOKEN_URL, callback=self._on("token"))
-        rsps.add_callback(responses.POST, SESSION_URL, callback=self._on("create"))
-        rsps.add_callback(responses.GET, SESSION_URL, callback=self._on("retrieve"))
         for method in (responses.GET, responses.POST):
-            rsps.add_callback(method, re.compile(r"https://evil\.example/.*"), callback=self._evil)
-
-    # -- scripting --------------------------------------------------------
-    def fail(self, kind: str, answer: Reply, *, once: bool = False) -> None:
-        """Answer ``kind`` calls with ``answer``: the next one (``once``) or all of them."""
-        if once:
-            self.queued[kind].append(answer)
-        else:
-            self.always[kind] = answer
-
-    def heal(self) -> None:
-        self.queued = {k: [] for k in self.KINDS}
-        self.always = dict.fromkeys(self.KINDS)
-
-    # -- answering --------------------------------------------------------
-    def _on(self, kind: str) -> Callable[[Any], tuple[int, dict[str, str], bytes]]:
-        def answer(request: Any) -> tuple[int, dict[str, str], bytes]:
-            self.counts[kind] += 1
-            fault = self.queued[kind].pop(0) if self.queued[kind] else self.always[kind]
-            if fault is not None:
-                return fault()
-            return getattr(self, f"_{kind}")(request)
-
-        return answer
-
-    def _token(self, request: Any) -> tuple[int, dict[str, str], bytes]:
-        return reply(body={"access_token": TOKEN, "expires_in": 3600, "token_type": "Bearer"})()
-
-    def _create(self, request: Any) -> tuple[int, dict[str, str], bytes]:
-        self.created.append(json.loads(request.body))
-        request_id = new_request_id()
-        return reply(body={"Url": f"{BROKER_PAGE}&n={request_id[-4:]}", "RequestId": request_id})()
-
-    def _retrieve(self, request: Any) -> tuple[int, dict[str, str], bytes]:
-        request_id = parse_qs(urlsplit(request.url).query)["requestId"][0]
-        answer = self.records[request_id] if request_id in self.records else record(request_id)
-        return answer() if callable(answer) else reply(body=answer)()
+            self.mock.add_callback(method, re.compile(r"https://evil\.example/.*"), self._evil)
 
     def _evil(self, request: Any) -> tuple[int, dict[str, str], bytes]:
-        self.evil_calls.append(request)
-        return reply(body={"stolen": True})()
-
-    # -- inspection --------------------------------------------------------
-    def calls(self, kind: str) -> list[Any]:
-        url = {"token": TOKEN_URL, "create": SESSION_URL, "retrieve": SESSION_URL}[kind]
-        method = "GET" if kind == "retrieve" else "POST"
-        return [
-            c
-            for c in self.rsps.calls
-            if c.request.method == method and c.request.url.split("?")[0] == url
-        ]
-
-
-def substitute(template: str, **values: str) -> str:
-    """Replace ``[0]``/``[1]``/``[2]`` (keys ``p0``/``p1``/``p2``) as the broker does."""
-    for key, value in values.items():
-        template = template.replace(f"[{key[1:]}]", quote(value, safe=""))
-    parts = urlsplit(template)
-    assert (parts.scheme, parts.netloc) == ("http", "testserver"), template
-    return f"{parts.path}?{parts.query}"
-
-
-@dataclass
-class Started:
-    """A session started through the start view; its return URLs as the broker has them."""
-
-    response: HttpResponse
-    sent: dict[str, Any]
-    pk: int
-    reference: str
-    request_id: str
-    external_id: str
-
-    @property
-    def row(self) -> Identification:
-        return Identification.objects.get(pk=self.pk)
-
-    def template(self, kind: str) -> str:
-        urls: dict[str, str] = self.sent["ReturnUrls"]
-        return urls[kind]
-
-    def success_url(self, **values: str) -> str:
-        return substitute(
-            self.template("Success"), **{"p1": self.request_id, "p2": self.external_id, **values}
-        )
-
-    def abort_url(self, **values: str) -> str:
-        return substitute(
-            self.template("Abort"), **{"p1": self.request_id, "p2": self.external_id, **values}
-        )
-
-    def error_url(self, status: str = "TIMEOUT") -> str:
-        return substitute(self.template("Error"), p0=status)
-
-    def url(self, kind: str) -> str:
-        """The genuine callback URL of ``kind`` (success, abort or error)."""
-        return {"success": self.success_url, "abort": self.abort_url, "error": self.error_url}[
-            kind
-        ]()
-
-    def path(self, kind: str) -> str:
-        return f"/eid/return/{self.reference}/{kind}/"
-
-
-# -- state ---------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Empty caches (the shared token), a fresh shared client, no sleep between retries."""
-    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
-    reset_eid_state()
-    yield
-    reset_eid_state()
+        self.evil_calls.append(request)  # a redirect was followed: the tests say it never is
+        return 200, {"Content-Type": "application/json"}, b'{"stolen": true}'
 
 
 @pytest.fixture
 def broker() -> Iterator[FakeBroker]:
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield FakeBroker(rsps)
-
-
-def make_user(django_user_model: Any, name: str) -> AbstractBaseUser:
-    user: AbstractBaseUser = django_user_model.objects.create_user(
-        name, f"{name}@example.com", f"pw-{name}"
-    )
-    return user
-
-
-def logged_in(user: AbstractBaseUser, **kwargs: Any) -> Client:
-    client = Client(**kwargs)
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def alice(django_user_model: Any) -> AbstractBaseUser:
-    return make_user(django_user_model, "alice")
-
-
-@pytest.fixture
-def bob(django_user_model: Any) -> AbstractBaseUser:
-    return make_user(django_user_model, "bob")
-
-
-@pytest.fixture
-def alice_client(alice: AbstractBaseUser) -> Client:
-    return logged_in(alice)
-
-
-@pytest.fixture
-def bob_client(bob: AbstractBaseUser) -> Client:
-    return logged_in(bob)
+    with FakeBroker() as fake:
+        yield fake
 
 
 @pytest.fixture
 def start(broker: FakeBroker, alice_client: Client) -> Callable[..., Started]:
-    """``start(client=alice_client, **post)``: POST to the start view, expect the broker."""
+    """``start(client=alice_client, **post)``: start, then the sample person identifies."""
 
     def run(client: Client = alice_client, **post: str) -> Started:
-        before = len(broker.created)
-        response = client.post("/eid/start/", post)
-        assert len(broker.created) == before + 1, response.status_code
-        assert response.status_code == (200 if post.get("display") == "iframe" else 302)
-        sent = broker.created[-1]
-        reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
-        row = Identification.objects.get(reference=reference)
-        assert row.status == Status.PENDING
-        assert row.request_id
-        return Started(response, sent, row.pk, reference, row.request_id, row.external_id)
+        started = start_session(broker, client, **post)
+        broker.complete(request_id=started.request_id)
+        return started
 
     return run
 
@@ -311,34 +140,31 @@ def changed(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]])
 class Fired:
     """The django-eid signals sent: ``(name, identification pk, status, user pk)``."""
 
-    calls: list[tuple[str, int, str, int]] = field(default_factory=list)
-    in_atomic: list[bool] = field(default_factory=list)
+    recorder: SignalRecorder
+
+    @property
+    def calls(self) -> list[tuple[str, int, str, int]]:
+        return [
+            (s.name.removeprefix("identification_"), s.kwargs["identification"].pk, s.status,
+             s.kwargs["user"].pk)
+            for s in self.recorder.sent
+        ]  # fmt: skip
+
+    @property
+    def in_atomic(self) -> list[bool]:
+        return [s.in_atomic for s in self.recorder.sent]
 
     @property
     def names(self) -> list[str]:
         return [name for name, *_ in self.calls]
 
     def clear(self) -> None:
-        self.calls.clear()
-        self.in_atomic.clear()
+        self.recorder.sent.clear()
 
 
 @pytest.fixture
-def fired() -> Iterator[Fired]:
-    log = Fired()
-    for name in SIGNAL_NAMES:
-
-        def receiver(name: str = name, **kwargs: Any) -> None:
-            row = kwargs["identification"]
-            log.calls.append((name, row.pk, row.status, kwargs["user"].pk))
-            log.in_atomic.append(connection.in_atomic_block)
-
-        getattr(signals, f"identification_{name}").connect(
-            receiver, weak=False, dispatch_uid=f"hostile-{name}"
-        )
-    yield log
-    for name in SIGNAL_NAMES:
-        getattr(signals, f"identification_{name}").disconnect(dispatch_uid=f"hostile-{name}")
+def fired(signals_sent: SignalRecorder) -> Fired:
+    return Fired(signals_sent)
 
 
 def connection_reset() -> requests.ConnectionError:
@@ -355,7 +181,7 @@ CALLBACK_OUTCOME = {
 
 
 def assert_untouched(
-    response: Any, status: int, before: dict[int, Any], fired: Fired, broker: FakeBroker
+    response: Any, status: int, before: dict[int, Any], fired: Fired, broker: ScriptedBroker
 ) -> None:
     assert response.status_code == status
     assert snapshot() == before

@@ -44,13 +44,13 @@ def drive(
 ) -> tuple[Any, Started | None]:
     """Make ``call`` answer ``fault`` and reach it through the views."""
     if call in ("token", "create"):
-        broker.fail(call, fault)
+        broker.fault(call, fault)
         return client.post(START), None
     started = start()
     if call == "token at retrieval":
         reset_eid_state()  # the shared token is gone: the callback must fetch one
     broker.counts.clear()
-    broker.fail("retrieve" if call == "retrieve" else "token", fault)
+    broker.fault("retrieve" if call == "retrieve" else "token", fault)
     return client.get(started.success_url()), started
 
 
@@ -275,9 +275,9 @@ def test_an_answer_outside_the_contract_becomes_a_502(
     fault = NOT_THE_CONTRACT[call][answer]
     if isinstance(fault, rec):  # a record for the right id
         started = start()
-        broker.records[started.request_id] = fault(started.request_id)
+        broker.answer_record(started.request_id, fault(started.request_id))
         response = alice_client.get(started.success_url())
-        del broker.records[started.request_id]
+        broker.heal(request_id=started.request_id)
     else:
         response, started = drive(call, fault, alice_client, start, broker)
     before = snapshot()
@@ -321,7 +321,7 @@ def test_a_tolerable_record_is_stored_sanitised(
     overrides, stored = TOLERATED[case]
     started = start()
     fired.clear()
-    broker.records[started.request_id] = record(started.request_id, **overrides)
+    broker.answer_record(started.request_id, record(started.request_id, **overrides))
     before = snapshot()
     response = alice_client.get(started.success_url())
     assert (response.status_code, response["Location"]) == (302, "/")
@@ -394,7 +394,7 @@ def test_a_request_id_already_in_use_is_refused(
 ) -> None:
     alices = start()
     fired.clear()
-    broker.fail("create", reply(body={"Url": BROKER, "RequestId": alices.request_id}), once=True)
+    broker.fault("create", reply(body={"Url": BROKER, "RequestId": alices.request_id}), once=True)
     before = snapshot()
     response = bob_client.post(START)
     assert response.status_code == 502

@@ -18,6 +18,7 @@ from django.test import Client
 from django_eid import signals, state
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
+from django_eid.sandbox.wire import Reply
 from tests.hostile.conftest import (
     FailingStatement,
     FakeBroker,
@@ -26,8 +27,6 @@ from tests.hostile.conftest import (
     Status,
     changed,
     logged_in,
-    record,
-    reply,
     snapshot,
 )
 
@@ -207,16 +206,19 @@ def test_two_concurrent_hits_store_one_identification_and_fire_one_signal(
     broker: FakeBroker,
     fired: Fired,
     kind: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started = start()
     fired.clear()
     both_fetched = threading.Barrier(2, timeout=10)
 
-    def slow_record() -> tuple[int, dict[str, str], bytes]:
-        both_fetched.wait()  # both requests are past every check before either stores
-        return reply(body=record(started.request_id))()
+    get_session = broker.broker.get_session
 
-    broker.records[started.request_id] = slow_record
+    def slow_record(**request: Any) -> Reply:
+        both_fetched.wait()  # both requests are past every check before either stores
+        return get_session(**request)
+
+    monkeypatch.setattr(broker.broker, "get_session", slow_record)
     browsers = [Client(), Client()]
     for browser in browsers:
         browser.cookies = alice_client.cookies  # the same browser session, two tabs

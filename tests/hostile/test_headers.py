@@ -40,12 +40,12 @@ def _start_429(start: Callable[..., Started], client: Client, broker: FakeBroker
 
 
 def _start_502(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
-    broker.fail("create", reply(400, {"message": "no"}))
+    broker.fault("create", reply(400, {"message": "no"}))
     return client.post(START)
 
 
 def _start_503(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
-    broker.fail("token", reply(503))
+    broker.fault("token", reply(503))
     return client.post(START)
 
 
@@ -76,7 +76,7 @@ def _callback(kind: str, tamper: str = "") -> Callable[..., Any]:
             old = started.row.created_at - datetime.timedelta(hours=1)
             Identification.objects.filter(pk=started.pk).update(created_at=old)
         elif tamper == "broker down":
-            broker.fail("retrieve", reply(503))
+            broker.fault("retrieve", reply(503))
         return client.get(url)
 
     return hit
@@ -206,7 +206,7 @@ def test_every_call_of_a_flow_verifies_tls(
         monkeypatch.setenv(name, value)
     started = start()
     alice_client.get(started.success_url())
-    calls = broker.rsps.calls
+    calls = broker.mock.calls
     assert {c.request.url.split("?")[0].split("/")[2] for c in calls} == {
         "auth.broker.test",
         "api.broker.test",
@@ -221,7 +221,7 @@ def test_the_size_cap_is_exact(broker: FakeBroker, eid: Callable[..., None], ove
     eid(MAX_RESPONSE_BYTES=2048)
     body = b'{"RequestId": "r", "Pad": "' + b"x" * 2048 + b'"}'
     body = body[: 2048 + over - 2] + b'"}' if over <= 0 else body + b" " * over
-    broker.fail("retrieve", reply(raw=body))
+    broker.fault("retrieve", reply(raw=body))
     client = EidClient()
     if len(body) <= 2048:
         assert client.get_session("r").request_id == "r"

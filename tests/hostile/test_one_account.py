@@ -73,7 +73,7 @@ def test_a_person_verified_on_another_account_is_rejected(
 ) -> None:
     started = start()
     fired.clear()
-    broker.records[started.request_id] = record(started.request_id, **SAME_PERSON[case])
+    broker.answer_record(started.request_id, record(started.request_id, **SAME_PERSON[case]))
     response = alice_client.get(started.success_url())
     assert response.status_code == 200
     assert "already verified on another account" in response.content.decode()
@@ -101,7 +101,9 @@ def test_other_people_and_the_same_account_are_not_rejected(
         eid(ONE_ACCOUNT_PER_PERSON=False)
     started = start(client=client)
     fired.clear()
-    broker.records[started.request_id] = record(started.request_id, **OTHER_PERSON.get(case, {}))
+    broker.answer_record(
+        started.request_id, record(started.request_id, **OTHER_PERSON.get(case, {}))
+    )
     assert client.get(started.success_url()).status_code == 302
     assert started.row.status == Status.SUCCESS
     assert fired.names == ["succeeded"]
@@ -122,6 +124,6 @@ def test_one_account_per_person_holds_across_a_key_rotation(
     eid(ENCRYPTION_KEYS=[new, old])  # rotated; carol's row is still under the old key
     started = start()
     other_uid = record(started.request_id, IdentityProviderUniqueId="not-" + UNIQUE_ID)
-    broker.records[started.request_id] = other_uid
+    broker.answer_record(started.request_id, other_uid)
     assert alice_client.get(started.success_url()).status_code == 200
     assert started.row.status == Status.REJECTED

@@ -125,18 +125,18 @@ def _flow(name: str, start: Callable[..., Started], client: Client, broker: Fake
                 {"message": f"token {TOKEN} not valid for {SSN}", "code": "E"},
             ),
         }[name]
-        broker.fail(kind, reply(401, body))
+        broker.fault(kind, reply(401, body))
         responses.append(client.post("/eid/start/"))
     else:
         started = start(display="iframe" if "iframe" in name else "redirect")
         responses.append(started.response)
         rid = started.request_id
         if "fails to parse" in name:
-            broker.records[rid] = record(rid, SocialSecurityNumber=int(SSN), Name=SSN)
+            broker.answer_record(rid, record(rid, SocialSecurityNumber=int(SSN), Name=SSN))
         elif "retrieval fails" in name:
-            broker.records[rid] = reply(500, {"message": f"Bearer {TOKEN} for {SSN} failed"})
+            broker.answer_record(rid, reply(500, {"message": f"Bearer {TOKEN} for {SSN} failed"}))
         elif "not SUCCESS" in name:
-            broker.records[rid] = record(rid, "TIMEOUT")
+            broker.answer_record(rid, record(rid, "TIMEOUT"))
         url = started.error_url() if "error callback" in name else started.success_url()
         if "tampered" in name:
             url = started.success_url(p2="forged")
@@ -208,7 +208,7 @@ def test_the_number_is_stored_encrypted_and_shown_nowhere_in_clear(
     assert SSN not in repr(row.raw)
     for text in (str(row), repr(row), repr(row.social_security_number), response["Location"]):
         assert SSN not in text
-    for call in broker.rsps.calls:  # the URLs the broker was called with
+    for call in broker.mock.calls:  # the URLs the broker was called with
         assert SSN not in call.request.url
     for url in started.sent["ReturnUrls"].values():
         assert SSN not in url

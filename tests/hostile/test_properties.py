@@ -23,7 +23,7 @@ from django_eid import state
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
 from django_eid.records import CreatedSession, IdentificationRecord, parse_created, parse_record
-from tests.hostile.conftest import SSN, FakeBroker, Started, new_request_id, snapshot
+from tests.hostile.conftest import SSN, FakeBroker, Started, new_request_id, record, snapshot
 
 FAST = settings(
     max_examples=120,
@@ -149,9 +149,14 @@ def test_any_date_of_birth_parses_to_a_date_or_none(value: str, ssn: str) -> Non
 any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
 
 
-def pending(client: Client, user: AbstractBaseUser) -> Identification:
-    """A pending row of ``user`` whose reference this client's session holds."""
+def pending(client: Client, user: AbstractBaseUser, broker: FakeBroker) -> Identification:
+    """A pending row of ``user`` whose reference this client's session holds.
+
+    The row is made here, not through the broker, so the broker is told what
+    retrieving it answers: the sample person's record, as if they identified.
+    """
     row = Identification.objects.create(user=user, request_id=new_request_id())
+    broker.answer_record(row.request_id, record(row.request_id))
     session = client.session
     session[state.SESSION_KEY] = {
         **session.get(state.SESSION_KEY, {}),
@@ -197,7 +202,7 @@ def test_any_query_values_are_answered_without_a_5xx(
 ) -> None:
     client = Client(raise_request_exception=False)
     client.force_login(alice)
-    row = pending(client, alice)
+    row = pending(client, alice, broker)
     if genuine:  # the real ids first, hostile extras after
         params = [("requestId", row.request_id or ""), ("externalId", row.external_id), *params]
     if not logged_in:
@@ -228,7 +233,7 @@ def test_any_retrieved_record_is_answered_without_a_5xx(
     started = start()
     if isinstance(body, dict):
         body = {**body, "RequestId": started.request_id}
-    broker.records[started.request_id] = body
+    broker.answer_record(started.request_id, body)
     alice_client.raise_request_exception = False
     before = snapshot()
     response = alice_client.get(started.success_url())

@@ -51,13 +51,13 @@ def test_a_record_of_another_session_is_not_stored(
         "the same, in lower case": started.request_id.lower(),
         "none": ...,
     }[whose]
-    broker.records[started.request_id] = record(started.request_id, RequestId=named)
+    broker.answer_record(started.request_id, record(started.request_id, RequestId=named))
     before = snapshot()
     response = alice_client.get(started.success_url())
     assert response.status_code == 502
     assert snapshot() == before
     assert fired.names == []
-    del broker.records[started.request_id]  # the broker recovers: the same URL completes
+    broker.heal(request_id=started.request_id)  # the broker recovers: the same URL completes
     assert_genuine_completes(alice_client, started, "success", fired, alice)
 
 
@@ -87,7 +87,7 @@ def test_a_record_that_is_not_success_stores_an_error(
     started = start()
     fired.clear()
     error = {"NativeErrorCode": "C307", "ErrorCode": "PKI_BLOCKED", "ErrorMessage": "Blocked."}
-    broker.records[started.request_id] = record(started.request_id, status, Error=error)
+    broker.answer_record(started.request_id, record(started.request_id, status, Error=error))
     before = snapshot()
     response = alice_client.get(started.success_url())
     assert response.status_code == 200
@@ -110,11 +110,11 @@ def test_a_record_still_in_progress_leaves_the_session_pending(
 ) -> None:
     started = start()
     fired.clear()
-    broker.records[started.request_id] = record(started.request_id, status)
+    broker.answer_record(started.request_id, record(started.request_id, status))
     before = snapshot()
     assert alice_client.get(started.success_url()).status_code == 409
     assert (snapshot(), fired.names) == (before, [])
-    del broker.records[started.request_id]
+    broker.heal(request_id=started.request_id)
     assert_genuine_completes(alice_client, started, "success", fired, alice)
 
 
@@ -140,7 +140,7 @@ def test_a_record_that_fails_to_parse_leaves_the_session_pending(
 ) -> None:
     started = start()
     fired.clear()
-    broker.fail("retrieve", reply(body=record(started.request_id, **body)))
+    broker.fault("retrieve", reply(body=record(started.request_id, **body)))
     before = snapshot()
     assert alice_client.get(started.success_url()).status_code == 502
     assert (snapshot(), fired.names) == (before, [])

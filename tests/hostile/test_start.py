@@ -183,7 +183,7 @@ def test_http_next_is_dropped_on_an_https_site(broker: FakeBroker, alice: Abstra
     assert response.status_code == 302
     row = snapshot().popitem()[1]
     assert row["next_url"] == ""
-    assert broker.created[0]["ReturnUrls"]["Success"].startswith("https://testserver/")
+    assert broker.create_requests[0]["ReturnUrls"]["Success"].startswith("https://testserver/")
 
 
 # -- CSRF, login, GET -----------------------------------------------------------------------

@@ -1,19 +1,21 @@
-"""A small, real broker on loopback for the production tier and the benchmarks.
+"""The sandbox broker on loopback, over real TCP, for the production tier and the benchmarks.
 
-A threaded HTTP/1.1 server (keep-alive) that speaks the token, create and
-retrieve calls of the wire format, and counts what a deployment pays for:
-token requests, TCP connections accepted, API calls, and calls made with a
-token it no longer accepts. It can be told to stop answering (``hang``: accept,
-read, never reply) or be killed and brought back on the same port, to play a
-broker outage.
+A threaded HTTP/1.1 server (keep-alive) whose token, create and retrieve
+answers are the sandbox's (:class:`~django_eid.sandbox.broker.SandboxBroker`,
+the same model the ``eid_broker`` fixture serves). On top it counts what a
+deployment pays for: token requests, TCP connections accepted, API calls, and
+calls made with a token the broker no longer accepts. It can be told to stop
+answering (``hang``: accept, read, never reply) or be killed and brought back on
+the same port, to play a broker outage. Every session is identified by the
+sample person as soon as it is created, so retrieving it answers their record.
 
-It is deliberately stdlib-only (no Django), so benchmark driver processes and
-the test process can run it without configuring anything.
+It serves from the stdlib's HTTP server and the sandbox's Django-free core
+(no settings needed), so benchmark driver processes and the test process can
+run it without configuring anything.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import secrets
@@ -23,25 +25,20 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlencode, urlsplit
+
+from django_eid.sandbox.broker import SandboxBroker
+from django_eid.sandbox.persons import builtin_persons
+from django_eid.sandbox.store import MemoryStore
+from django_eid.sandbox.wire import Reply
 
 CLIENT_ID = "stub-client"
 CLIENT_SECRET = "stub-secret-0123456789"
 
-RECORD_TEMPLATE: dict[str, Any] = {
-    "Status": "SUCCESS",
-    "IdentityProvider": "NO_BANKID_WEB",
-    "IdentityProviderUniqueId": "9578-6000-4-12345",
-    "Name": "Nordmann, Kari Marie",
-    "FirstName": "Kari",
-    "MiddleName": "Marie",
-    "LastName": "Nordmann",
-    "DateOfBirth": "311271",
-    "SocialSecurityNumber": "31127112345",
-    "EnvironmentInfo": {"UserAgent": "Mozilla/5.0 (X11; Linux x86_64)", "IPAddress": "203.0.113.7"},
-    "Error": None,
-    "MetaData": {},
-}
+#: Who identifies at the stub: the sandbox's first built-in person.
+SAMPLE = builtin_persons().NORWEGIAN
+API_PATH = "/api/identification/session"
+TOKEN_PATH = "/auth/oauth/connect/token"
 
 
 @dataclass
@@ -96,16 +93,17 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(reply.content)))
         if self.close_connection:
             # Say so: a client that pools the connection would otherwise reuse a dead one.
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(reply.content)
 
     def _hang_if_told(self) -> bool:
         stub = self.server.stub
@@ -119,92 +117,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         return True
 
-    def _bearer_ok(self) -> bool:
-        stub = self.server.stub
-        auth = self.headers.get("Authorization", "")
-        token = auth[7:] if auth.startswith("Bearer ") else ""
-        now = time.time()
-        with stub.lock:
-            expires = stub.tokens.get(token)
-            if expires is None or now >= expires:
-                stub.counters.rejected_tokens += 1
-                return False
-            stub.counters.tokens_used.add(token)
-            stub.counters.last_call = now
-            stub.counters.call_times.append(now)
-            if stub.counters.first_call is None:
-                stub.counters.first_call = now
-        return True
-
-    # -- routes ----------------------------------------------------------
-    def do_POST(self) -> None:
-        body = self._body()
-        if self._hang_if_told():
-            return
-        stub = self.server.stub
-        path = urlsplit(self.path).path
-        if stub.latency:
-            time.sleep(stub.latency)
-        if path == "/auth/oauth/connect/token":
-            expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
-            if self.headers.get("Authorization") != expected:
-                self._send(401, {"error": "invalid_client"})
-                return
-            form = parse_qs(body.decode())
-            if form.get("grant_type") != ["client_credentials"]:
-                self._send(400, {"error": "unsupported_grant_type"})
-                return
-            token = "stub." + secrets.token_urlsafe(16)
-            with stub.lock:
-                stub.counters.token_requests += 1
-                stub.counters.token_times.append(time.time())
-                stub.tokens[token] = time.time() + stub.token_lifetime
-            self._send(
-                200,
-                {"access_token": token, "expires_in": stub.token_lifetime, "token_type": "Bearer"},
-            )
-            return
-        if path == "/api/identification/session":
-            if not self._bearer_ok():
-                self._send(401, {"message": "token expired", "code": 401})
-                return
-            try:
-                request = json.loads(body)
-                external = str(request["ExternalReference"])
-                success_url = str(request["ReturnUrls"]["Success"])
-            except (ValueError, KeyError, TypeError):
-                with stub.lock:
-                    stub.counters.bad_requests += 1
-                self._send(400, {"message": "bad request", "code": 400})
-                return
-            request_id = secrets.token_urlsafe(48)
-            with stub.lock:
-                stub.counters.creates += 1
-                stub.sessions[request_id] = (external, success_url)
-            self._send(
-                200,
-                {"Url": f"{stub.url}/broker/{request_id}", "RequestId": request_id},
-            )
-            return
-        self._send(404, {"message": "not found", "code": 404})
-
-    def do_GET(self) -> None:
-        if self._hang_if_told():
-            return
+    def _answer(self, method: str, body: bytes) -> None:
         stub = self.server.stub
         parts = urlsplit(self.path)
         if stub.latency:
             time.sleep(stub.latency)
-        if parts.path == "/api/identification/session":
-            if not self._bearer_ok():
-                self._send(401, {"message": "token expired", "code": 401})
-                return
-            request_id = (parse_qs(parts.query).get("requestId") or [""])[0]
-            with stub.lock:
-                stub.counters.retrieves += 1
-            self._send(200, {**RECORD_TEMPLATE, "RequestId": request_id})
-            return
-        self._send(404, {"message": "not found", "code": 404})
+        authorization = self.headers.get("Authorization")
+        if (method, parts.path) == ("POST", TOKEN_PATH):
+            content_type = self.headers.get("Content-Type")
+            self._send(stub.token(authorization, content_type, body))
+        elif (method, parts.path) == ("POST", API_PATH):
+            self._send(stub.create(authorization, body))
+        elif (method, parts.path) == ("GET", API_PATH):
+            self._send(stub.retrieve(authorization, parts.query))
+        else:
+            self._send(Reply(404, {"message": "not found", "code": "NOT_FOUND"}))
+
+    # -- routes ----------------------------------------------------------
+    def do_POST(self) -> None:
+        body = self._body()
+        if not self._hang_if_told():
+            self._answer("POST", body)
+
+    def do_GET(self) -> None:
+        if not self._hang_if_told():
+            self._answer("GET", b"")
 
 
 class BrokerStub:
@@ -226,7 +163,17 @@ class BrokerStub:
         self.max_hang = max_hang
         self.lock = threading.Lock()
         self.counters = Counters()
-        self.tokens: dict[str, float] = {}
+        # Sessions and tokens outlive a restart (the same store), as at a real broker.
+        self.broker = SandboxBroker(
+            MemoryStore(),
+            client_id=CLIENT_ID,
+            client_secret=CLIENT_SECRET,
+            login_url=lambda request_id: f"{self.url}/broker/{request_id}",
+            token_lifetime=token_lifetime,
+            # Short, and recognisable in a test's assertions and a benchmark's logs.
+            tokens=lambda: "stub." + secrets.token_urlsafe(16),
+        )
+        #: request id -> (external reference, the Success URL the person is sent to).
         self.sessions: dict[str, tuple[str, str]] = {}
         self.hanging = threading.Event()
         self.recovered = threading.Event()
@@ -234,6 +181,81 @@ class BrokerStub:
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    # -- the broker's answers, counted (called by the handler threads) --------------
+    def token(self, authorization: str | None, content_type: str | None, body: bytes) -> Reply:
+        with self.lock:
+            reply = self.broker.token(
+                authorization=authorization, content_type=content_type, body=body
+            )
+            if reply.status == 200:
+                self.counters.token_requests += 1
+                self.counters.token_times.append(time.time())
+        return reply
+
+    def create(self, authorization: str | None, body: bytes) -> Reply:
+        with self.lock:
+            reply = self.broker.create_session(authorization=authorization, body=body)
+            if self._counted_call(authorization, reply) and reply.status == 200:
+                request_id = reply.body["RequestId"]
+                session = self.broker.session(request_id)
+                success_url = self.broker.identify(request_id, SAMPLE)
+                self.counters.creates += 1
+                external = session.external_reference if session else None
+                self.sessions[request_id] = (external or "", success_url)
+        return reply
+
+    def retrieve(self, authorization: str | None, query: str) -> Reply:
+        with self.lock:
+            reply = self.broker.get_session(authorization=authorization, query=query)
+            if self._counted_call(authorization, reply):
+                self.counters.retrieves += 1
+        return reply
+
+    def _counted_call(self, authorization: str | None, reply: Reply) -> bool:
+        """Count an API call: refused for its token, refused as malformed, or served."""
+        c = self.counters
+        if reply.status == 401:
+            c.rejected_tokens += 1
+            return False
+        if reply.status == 400:
+            c.bad_requests += 1
+            return False
+        called = time.time()
+        c.tokens_used.add((authorization or "").removeprefix("Bearer "))
+        c.last_call = called
+        c.call_times.append(called)
+        if c.first_call is None:
+            c.first_call = called
+        return True
+
+    def identified_session(self, external_reference: str = "seeded") -> str:
+        """A session the sample person identified in, made without HTTP (nothing counted).
+
+        For callers that retrieve without creating first; returns its request id.
+        """
+        urls = {
+            kind: f"https://site.test/{kind.lower()}/" for kind in ("Success", "Abort", "Error")
+        }
+        body = json.dumps({"ReturnUrls": urls, "ExternalReference": external_reference})
+        with self.lock:
+            issued = self.broker.token(
+                authorization=None,
+                content_type="application/x-www-form-urlencoded",
+                body=urlencode(
+                    {
+                        "grant_type": "client_credentials",
+                        "scope": "identify",
+                        "client_id": CLIENT_ID,
+                        "client_secret": CLIENT_SECRET,
+                    }
+                ).encode(),
+            )
+            bearer = f"Bearer {issued.body['access_token']}"
+            created = self.broker.create_session(authorization=bearer, body=body.encode())
+            request_id: str = created.body["RequestId"]
+            self.broker.identify(request_id, SAMPLE)
+        return request_id
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> BrokerStub:
@@ -302,6 +324,7 @@ class BrokerStub:
             "BASE_URL": f"{self.url}/api",
             "AUTH_URL": f"{self.url}/auth",
             "SCOPES": ["identify"],
+            "GET_SOCIAL_SECURITY_NUMBER": True,
             "TIMEOUT": 5,
             **extra,
         }

@@ -24,7 +24,7 @@ from tests.production.helpers import (
     start,
     success_url,
 )
-from tests.production.stub import BrokerStub
+from tests.production.stub import SAMPLE, BrokerStub
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
 
@@ -65,7 +65,7 @@ def test_sixteen_concurrent_hits_store_one_identification_and_send_one_signal(
     stored = rows.get()
     assert stored.status == Identification.Status.SUCCESS
     assert stored.name == "Nordmann, Kari Marie"
-    assert stored.social_security_number == "31127112345"
+    assert stored.social_security_number == SAMPLE.national_identity_number
     seen = eid_on_stub.snapshot()
     assert seen["creates"] == 1
     assert 1 <= seen["retrieves"] <= HITS

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django_eid import signals
 from django_eid.models import Identification
 from tests.production.helpers import receiving, run_threads, start, success_url
-from tests.production.stub import BrokerStub
+from tests.production.stub import SAMPLE, BrokerStub
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
 
@@ -76,7 +76,7 @@ def make_rows(user: Any, count: int, *, age: datetime.timedelta, status: str) ->
             status=status,
             name="Old, Row",
             identity_provider_unique_id="old-1",
-            social_security_number="31127112345",
+            social_security_number=SAMPLE.national_identity_number,
             created_at=now - age,
             completed_at=None if status == Status.PENDING else now - age,
         )
@@ -120,8 +120,8 @@ def test_purge_in_a_loop_during_identifications_loses_nothing(
     for row in Identification.objects.filter(pk__in=[pk for pk, _, _ in outcomes]):
         assert row.status == Status.SUCCESS
         assert row.name == "Nordmann, Kari Marie"
-        assert row.identity_provider_unique_id == "9578-6000-4-12345"
-        assert row.social_security_number == "31127112345"
+        assert row.identity_provider_unique_id == SAMPLE.identity_provider_unique_id
+        assert row.social_security_number == SAMPLE.national_identity_number
         assert row.completed_at is not None
     assert Identification.objects.filter(user__in=users).count() == WORKERS * PER_WORKER
 
@@ -130,7 +130,7 @@ def test_purge_in_a_loop_during_identifications_loses_nothing(
         assert (row.status, row.name, row.social_security_number) == (
             Status.SUCCESS,
             "Old, Row",
-            "31127112345",
+            SAMPLE.national_identity_number,
         )
     assert Identification.objects.filter(pk__in=young_finished).count() == 5
     # Pending past SESSION_MAX_AGE: expired, and kept (younger than the cutoff).

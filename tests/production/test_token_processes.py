@@ -26,7 +26,14 @@ def test_eight_processes_make_one_token_request_per_lifetime() -> None:
     window = use_window(LIFETIME)
     with BrokerStub(token_lifetime=LIFETIME) as stub:
         results = run_processes(
-            hammer, PROCESSES, stub.settings(TIMEOUT=5), DURATION, 0.01, 2, timeout=120
+            hammer,
+            PROCESSES,
+            stub.settings(TIMEOUT=5),
+            DURATION,
+            0.01,
+            2,
+            kwargs={"request_id": stub.identified_session()},
+            timeout=120,
         )
         seen = stub.snapshot()
 

@@ -36,8 +36,10 @@ def hammer(
     threads: int,
     results: Any,
     caches: dict[str, Any] | None = None,
+    *,
+    request_id: str,
 ) -> None:
-    """Retrieve sessions as fast as ``pause`` allows for ``duration`` seconds.
+    """Retrieve the session ``request_id`` as fast as ``pause`` allows for ``duration`` seconds.
 
     Every thread uses this process's one ``EidClient`` instance (``threads``
     threads share it, as the threads of a web worker share the token).
@@ -56,7 +58,7 @@ def hammer(
         def run() -> None:
             while time.monotonic() < end:
                 try:
-                    client.get_session("stub-request")
+                    client.get_session(request_id)
                 except Exception as err:
                     with lock:
                         out["errors"].append(f"{type(err).__name__}: {err}"[:300])
