@@ -163,17 +163,14 @@ class StartView(LoginRequiredMixin, View):
             return render_error(
                 request, _("Identification is not available at the moment."), status=503
             )
-        state.remember(request, started.identification.reference)
+        reference = started.identification.reference
         if display == Identification.Display.IFRAME:
-            response: HttpResponse = TemplateResponse(
-                request,
-                self.iframe_template_name,
-                {"broker_url": started.url, "identification": started.identification},
-            )
-            # With django-csp installed, allow framing the broker and nothing else.
-            broker = urlsplit(started.url)
-            response._csp_update = {"frame-src": [f"{broker.scheme}://{broker.netloc}"]}  # type: ignore[attr-defined]
-            return response
+            state.remember(request, reference, frame_url=started.url)
+            # Post/Redirect/Get: reloading the page that embeds the broker must show the
+            # same session, not POST again and start (and pay for) another one.
+            frame = reverse("django_eid:frame", args=[reference])
+            return HttpResponseRedirect(frame, status=303)
+        state.remember(request, reference)
         return HttpResponseRedirect(started.url)
 
     def return_urls(self, reference: str) -> ReturnUrls:
@@ -202,6 +199,43 @@ def _configured_url(key: str) -> str:
     except NoReverseMatch:
         logger.error("DJANGO_EID[%r] does not resolve (system check E018); sent to /.", key)
         return "/"
+
+
+@method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class FrameView(LoginRequiredMixin, View):
+    """The page embedding the broker (iframe display); a reload shows the same session."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+    template_name = "django_eid/iframe.html"
+
+    def get(self, request: HttpRequest, reference: str) -> HttpResponse:
+        row = None
+        if REFERENCE_RE.match(reference):
+            row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
+        if row is None:
+            return render_error(request, _("This identification link is not valid."), status=404)
+        if not row.is_finished and flow.is_expired(row):
+            flow.expire(row)
+            state.consume(request, reference)
+        if row.is_finished:
+            # Finished in the frame meanwhile (the back button), or expired: where it went.
+            url, is_result = destination(row)
+            return outcome_page(request, row) if is_result else HttpResponseRedirect(url)
+        broker_url = state.frame_url(request, reference)
+        if broker_url is None:
+            return render_error(
+                request,
+                _("This identification was not started in this browser. Please start again."),
+                status=403,
+            )
+        response = TemplateResponse(
+            request, self.template_name, {"broker_url": broker_url, "identification": row}
+        )
+        # With django-csp installed, allow framing the broker and nothing else.
+        broker = urlsplit(broker_url)
+        response._csp_update = {"frame-src": [f"{broker.scheme}://{broker.netloc}"]}  # type: ignore[attr-defined]
+        return response
 
 
 def destination(row: Identification) -> tuple[str, bool]:

@@ -151,21 +151,25 @@ def start_session(
 ) -> Started:
     """POST to the start view; the broker answers ``request_id`` (a fresh one by default).
 
-    Checks the redirect to the broker (or the iframe page) and that one create
-    request was sent.
+    Checks the redirect to the broker (or, for iframe display, the redirect to the page
+    embedding it, which it then GETs) and that one create request was sent.
     """
     if request_id is not None:
         broker.will_create(request_id)
     before = len(broker.create_requests)
     response = client.post("/eid/start/", post)
     assert len(broker.create_requests) == before + 1, response.status_code
+    sent = broker.sent()
+    reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
     if post.get("display") == "iframe":
+        # Post/Redirect/Get: the page embedding the broker is a GET (a reload starts nothing).
+        assert response.status_code == 303
+        assert response["Location"] == f"/eid/frame/{reference}/"
+        response = client.get(response["Location"])
         assert response.status_code == 200
     else:
         assert response.status_code == 302
         assert response["Location"] == BROKER_PAGE
-    sent = broker.sent()
-    reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
     row = Identification.objects.get(reference=reference)
     assert row.status == Identification.Status.PENDING
     assert row.request_id == (request_id or broker.sessions[-1].request_id)

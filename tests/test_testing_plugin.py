@@ -166,8 +166,9 @@ def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[
 
 @pytest.mark.django_db
 def test_iframe_display_sends_the_parent_domain(user_client: Client, eid_broker: EidBroker) -> None:
-    response = user_client.post(reverse("django_eid:start"), {"display": "iframe"})
+    response = user_client.post(reverse("django_eid:start"), {"display": "iframe"}, follow=True)
     assert response.status_code == 200
+    assert response.templates[0].name == "django_eid/iframe.html"
     (body,) = eid_broker.create_requests
     assert body["iFrame"]["Domain"] == body["domain"] == "testserver"
     assert eid_broker.pending().iframe_domain == "testserver"

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SANDBOX_PAGE = re.compile(r"/eid-sandbox/login/[^/]+/$")
 ACCOUNT_PAGE = re.compile(r"/account/$")
 START_PAGE = re.compile(r"/eid/start/$")
+FRAME_PAGE = re.compile(r"/eid/frame/[\w-]+/$")
 
 
 def choose_person(at: Page | FrameLocator, name: str) -> None:
@@ -78,8 +79,10 @@ def test_identify_inside_the_iframe(page: Page, log_in: Callable[..., None], use
     page.get_by_role("button", name="Identify in a frame").click()
 
     # The top window stays on the site; the sandbox is inside the frame.
-    expect(page).to_have_url(START_PAGE)
+    expect(page).to_have_url(FRAME_PAGE)
     frame = page.frame_locator("iframe.eid-frame")
+    expect(frame.get_by_role("heading", name="Identify yourself")).to_be_visible()
+    page.reload()  # a reload shows the same session again, and starts no other
     choose_person(frame, "Astrid Linnéa Lindqvist")
     expect(frame.get_by_text("Shown in a frame of")).to_be_visible()
     screenshot(page, "iframe", docs=True)

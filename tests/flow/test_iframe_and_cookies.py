@@ -6,6 +6,7 @@ import html
 import json
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None
 def test_iframe_domain_is_the_host_without_port(broker: Broker, alice_client: Client) -> None:
     broker.will_create()
     response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST="localhost:8000")
-    assert response.status_code == 200
+    assert response.status_code == 303
     assert broker.sent()["iFrame"]["Domain"] == "localhost"
     assert broker.sent()["domain"] == "localhost"
     assert broker.sent()["ReturnUrls"]["Success"].startswith("http://localhost:8000/eid/return/")
@@ -222,5 +223,63 @@ def test_iframe_domain_of_other_hosts(
     settings.ALLOWED_HOSTS = ["[::1]", "shop.example"]
     broker.will_create()
     response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST=host)
-    assert response.status_code == 200
+    assert response.status_code == 303
     assert broker.sent()["iFrame"]["Domain"] == domain
+
+
+# -- the page embedding the broker: Post/Redirect/Get --------------------------------------------
+def test_reloading_the_iframe_page_shows_the_same_session_and_starts_none(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(display="iframe")
+    frame = f"/eid/frame/{started.reference}/"
+    creates = len(broker.create_requests)
+    for _ in range(3):  # reload, back and forward
+        again = alice_client.get(frame)
+        assert again.status_code == 200
+        assert again.content == started.response.content
+        assert again["X-Frame-Options"] == "DENY"
+    assert len(broker.create_requests) == creates
+    assert Identification.objects.count() == 1
+
+
+def test_the_iframe_page_of_a_finished_session_goes_where_it_went(
+    start: Callable[..., Started], broker: Broker, alice_client: Client
+) -> None:
+    started = start(display="iframe", next="/account/")
+    broker.will_return(started.request_id)
+    alice_client.get(started.success_url())
+    assert started.refresh().status == Status.SUCCESS
+    response = alice_client.get(f"/eid/frame/{started.reference}/")
+    assert (response.status_code, response["Location"]) == (302, "/account/")
+
+
+def test_the_iframe_page_of_an_expired_session_says_so(
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(SESSION_MAX_AGE=60)
+    started = start(display="iframe")
+    Identification.objects.filter(pk=started.pk).update(
+        created_at=started.refresh().created_at - timedelta(seconds=61)
+    )
+    response = alice_client.get(f"/eid/frame/{started.reference}/")
+    assert response.status_code == 410
+    assert started.refresh().status == Identification.Status.EXPIRED
+
+
+def test_the_iframe_page_is_only_for_the_user_and_browser_that_started_it(
+    start: Callable[..., Started], alice: Any, bob_client: Client
+) -> None:
+    started = start(display="iframe")
+    assert bob_client.get(f"/eid/frame/{started.reference}/").status_code == 404
+    other_browser = Client()
+    other_browser.force_login(alice)
+    assert other_browser.get(f"/eid/frame/{started.reference}/").status_code == 403
+    assert Client().get(f"/eid/frame/{started.reference}/").status_code == 302  # to login
+
+
+def test_a_redirect_display_session_has_no_iframe_page(
+    start: Callable[..., Started], alice_client: Client
+) -> None:
+    started = start()
+    assert alice_client.get(f"/eid/frame/{started.reference}/").status_code == 403
