@@ -84,25 +84,30 @@ def reencrypt(*args: str) -> str:
     return out.getvalue()
 
 
-def test_secret_key_rotation_with_fallbacks_keeps_numbers_readable(
-    settings: Any, django_user_model: Any
-) -> None:
+OLD_SECRET, NEW_SECRET = "the-old-secret-key-" + "o" * 40, "the-new-secret-key-" + "n" * 40
+
+
+@pytest.fixture
+def row_under_old_secret(settings: Any, django_user_model: Any) -> int:
+    """A stored number encrypted under the key derived from ``OLD_SECRET``; its pk."""
     settings.DJANGO_EID = {**settings.DJANGO_EID, "ENCRYPTION_KEYS": None}
-    settings.SECRET_KEY = "the-old-secret-key-" + "o" * 40
-    settings.SECRET_KEY_FALLBACKS = []
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = OLD_SECRET, []
     user = django_user_model.objects.create_user("kari")
-    pk = Identification.objects.create(
+    row = Identification.objects.create(
         user=user,
         status=Status.SUCCESS,
         social_security_number=NUMBER,
         social_security_number_hash=crypto.lookup_hash(NUMBER),
-    ).pk
-
-    # The Django way: a new SECRET_KEY, the old one moved to the fallbacks.
-    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = (
-        "the-new-secret-key-" + "n" * 40,
-        [settings.SECRET_KEY],
     )
+    return row.pk
+
+
+def test_secret_key_rotation_with_fallbacks_keeps_numbers_readable(
+    settings: Any, row_under_old_secret: int
+) -> None:
+    pk = row_under_old_secret
+    # The Django way: a new SECRET_KEY, the old one moved to the fallbacks.
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = NEW_SECRET, [OLD_SECRET]
     assert Identification.objects.get(pk=pk).social_security_number == NUMBER
     assert Identification.objects.with_social_security_number(NUMBER).get().pk == pk
     assert reencrypt("--dry-run").startswith("1 ")
@@ -114,14 +119,9 @@ def test_secret_key_rotation_with_fallbacks_keeps_numbers_readable(
 
 
 def test_without_the_fallback_an_old_number_does_not_read(
-    settings: Any, django_user_model: Any
+    settings: Any, row_under_old_secret: int
 ) -> None:
     # The counter-proof of the test above: the fallback is what keeps the row readable.
-    settings.DJANGO_EID = {**settings.DJANGO_EID, "ENCRYPTION_KEYS": None}
-    settings.SECRET_KEY = "the-old-secret-key-" + "o" * 40
-    settings.SECRET_KEY_FALLBACKS = []
-    user = django_user_model.objects.create_user("kari")
-    pk = Identification.objects.create(user=user, social_security_number=NUMBER).pk
-    settings.SECRET_KEY = "the-new-secret-key-" + "n" * 40
+    settings.SECRET_KEY = NEW_SECRET
     with pytest.raises(crypto.DecryptionError):
-        Identification.objects.get(pk=pk)
+        Identification.objects.get(pk=row_under_old_secret)

@@ -256,39 +256,31 @@ def test_eid_reencrypt_drops_a_claim_the_account_already_holds_under_the_new_key
     assert_claimed_by(second)
 
 
-# -- the setting off ---------------------------------------------------------------------------
+# -- what it costs ----------------------------------------------------------------------------
 
 
-def test_with_the_setting_off_nothing_is_claimed_and_no_query_is_added(
+# Off: session and user, the row, its UPDATE, the session's UPDATE (SAVEPOINT, UPDATE,
+# RELEASE): docs/benchmarks.md, "7 queries" per callback. On: four more, SAVEPOINT, the
+# INSERT of both claims, the SELECT for other accounts, RELEASE (outside a caller's
+# transaction: BEGIN ... COMMIT around the UPDATE, INSERT and SELECT).
+@pytest.mark.parametrize(("one_account", "queries"), [(False, 7), (True, 7 + 4)], ids=["off", "on"])
+def test_what_the_claims_cost_in_queries(
     start: Callable[..., Started],
     broker: Broker,
     alice_client: Client,
     eid: Callable[..., None],
     django_assert_num_queries: Any,
+    one_account: bool,
+    queries: int,
 ) -> None:
-    eid(ONE_ACCOUNT_PER_PERSON=False, GET_SOCIAL_SECURITY_NUMBER=True)
+    eid(ONE_ACCOUNT_PER_PERSON=one_account, GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
     broker.will_return(started.request_id)
-    # Session and user, the row, its UPDATE, the session's UPDATE (SAVEPOINT, UPDATE,
-    # RELEASE): docs/benchmarks.md, "7 queries" per callback.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(queries):
         assert alice_client.get(started.success_url()).status_code == 302
-    assert started.refresh().status == Status.SUCCESS
-    assert claims() == {}
-
-
-def test_with_the_setting_on_the_claims_cost_four_queries(
-    start: Callable[..., Started],
-    broker: Broker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    django_assert_num_queries: Any,
-) -> None:
-    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
-    started = start()
-    broker.will_return(started.request_id)
-    # SAVEPOINT, the INSERT of both claims, the SELECT for other accounts, RELEASE (outside
-    # a caller's transaction: BEGIN ... COMMIT around the UPDATE, INSERT and SELECT).
-    with django_assert_num_queries(7 + 4):
-        assert alice_client.get(started.success_url()).status_code == 302
-    assert started.refresh().status == Status.SUCCESS
+    row = started.refresh()
+    assert row.status == Status.SUCCESS
+    if one_account:
+        assert_claimed_by(row)
+    else:
+        assert claims() == {}
