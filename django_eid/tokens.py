@@ -190,8 +190,14 @@ class TokenStore:
                 logger.warning("The token cache failed (%s).", cache_err)
             raise
         finally:
-            if self.cache.get(self.lock_key) == owner:
-                self.cache.delete(self.lock_key)
+            # Check-then-delete is not atomic: a lock that expired and was taken over in
+            # between is deleted too; its new owner then just has company (one extra fetch
+            # at worst). A cache failing here must not replace the broker's answer or error.
+            try:
+                if self.cache.get(self.lock_key) == owner:
+                    self.cache.delete(self.lock_key)
+            except Exception as cache_err:
+                logger.warning("The token cache failed releasing the lock (%s).", cache_err)
 
     def _raise_if_holder_failed(self, since: float) -> None:
         """Raise the lock holder's failure if it happened after ``since`` (epoch seconds)."""

@@ -364,3 +364,26 @@ def test_a_slow_fetch_does_not_release_a_lock_taken_over_by_another_worker() -> 
     holder.append(store)
     assert store.get().access_token == "tok-slow"
     assert store_cache.get(store.lock_key) == "another-worker"
+
+
+def test_a_cache_failing_at_the_unlock_keeps_the_fetched_token(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fetches: list[str] = []
+
+    def fetch() -> AccessToken:
+        fetches.append("fetch")
+        return AccessToken.issued_now("tok-fetched", "Bearer", 3600)
+
+    tokens = django_eid.tokens.TokenStore("default", cache_key("unlock-test"), fetch, wait=0.2)
+    delete = tokens.cache.delete
+
+    def delete_failing_for_the_lock(key: str) -> None:
+        if key == tokens.lock_key:  # the cache server went away during the fetch
+            raise ConnectionError("cache server unreachable")
+        delete(key)
+
+    monkeypatch.setattr(tokens.cache, "delete", delete_failing_for_the_lock)
+    assert tokens.get().access_token == "tok-fetched"
+    assert fetches == ["fetch"]  # the failing unlock did not pass for a cache outage
+    assert "releasing the lock" in caplog.text

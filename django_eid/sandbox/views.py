@@ -30,8 +30,6 @@ from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.store import CacheStore
 from django_eid.sandbox.wire import Reply, Session
 
-#: The broker's ``Language`` codes as Django language codes.
-
 
 class SandboxView(View):
     """Base of the sandbox views: the DEBUG gate and the broker."""

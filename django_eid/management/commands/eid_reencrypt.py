@@ -23,7 +23,12 @@ class Command(BaseCommand):
     help = "Re-encrypt every stored national identity number under the first ENCRYPTION_KEYS key."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--batch-size", type=int, default=500)
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=500,
+            help="Rows read per query (default 500); each row is then rewritten on its own.",
+        )
         parser.add_argument(
             "--dry-run", action="store_true", help="Only count rows not yet under the first key."
         )
