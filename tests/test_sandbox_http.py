@@ -236,6 +236,26 @@ def test_someone_else_typed_in(client: Client) -> None:
     assert record["SocialSecurityNumber"] == "29026012345"
 
 
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"action": "dance"}, "action"),
+        ({"action": "fail", "error_status": "NOT_A_STATUS"}, "error_status"),
+        ({"action": "identify", "person": "NORWEGIAN", "provider": "NO_SUCH_ID"}, "provider"),
+    ],
+    ids=["action", "error_status", "provider"],
+)
+def test_a_tampered_form_says_what_was_wrong(
+    client: Client, data: dict[str, str], field: str
+) -> None:
+    path, request_id = login_path(client)
+    response = client.post(path, data)
+    assert response.status_code == 400
+    # The field's own error is on the page, not only "Please correct the details below".
+    assert "Select a valid choice." in response.content.decode(), field
+    assert retrieve(client, request_id).json()["Status"] != "SUCCESS"
+
+
 def test_abort_and_fail_redirect_to_their_urls(client: Client) -> None:
     path, request_id = login_path(client)
     response = client.post(path, {"action": "abort"})

@@ -287,7 +287,7 @@ def test_purge_races_traffic_safely(
     old = stale.row.created_at - datetime.timedelta(hours=1)
     Identification.objects.filter(pk=stale.pk).update(created_at=old)
     fired.clear()
-    run("eid_purge", "--older-than", "0s")
+    run("eid_purge", "--older-than", "0s", "--force")
     assert alice_client.get(live.success_url()).status_code == 302  # untouched, completes
     assert alice_client.get(stale.success_url()).status_code == 404  # expired, then purged
     assert fired.names == ["succeeded"]
@@ -310,3 +310,13 @@ def test_anonymize_leaves_nothing_that_leads_back_to_the_person(
     row.refresh_from_db()
     assert (row.request_id, row.next_url, row.error_message, row.name) == (None, "", "", "")
     assert (row.status, row.error_code) == (Status.REJECTED, "REJECTED")  # statistics stay
+
+
+@pytest.mark.parametrize("age", ["0", "0d", "0s", "29m"])
+def test_an_age_shorter_than_a_session_needs_force(rows: dict[str, int], age: str) -> None:
+    before = snapshot()
+    with pytest.raises(CommandError, match="--force"):
+        run("eid_purge", "--older-than", age)
+    assert snapshot() == before
+    # Every finished row goes, and the two stale pending ones once expired.
+    assert "Deleted 8 " in run("eid_purge", "--older-than", age, "--force")

@@ -80,9 +80,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Only print how many rows would change."
         )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Allow an age shorter than SESSION_MAX_AGE (purging just-finished rows).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         age = parse_age(options["older_than"])
+        if age.total_seconds() < eid_settings.SESSION_MAX_AGE and not options["force"]:
+            # "--older-than 0" in a cron line would wipe the audit trail of today's users:
+            # an age that short is a typo until said otherwise.
+            raise CommandError(
+                f"--older-than {options['older_than']!r} is shorter than SESSION_MAX_AGE "
+                f"({eid_settings.SESSION_MAX_AGE} s): add --force if you mean it."
+            )
         now = timezone.now()
         cutoff = now - age
         stale = Identification.objects.stale(eid_settings.SESSION_MAX_AGE)
