@@ -187,7 +187,7 @@ def test_eid_purge_frees_the_person(
     bobs = verify(client=bob_client)
     assert_claimed_by(bobs)
     out = io.StringIO()
-    call_command("eid_purge", older_than="0s", stdout=out, **options)
+    call_command("eid_purge", older_than="0s", force=True, stdout=out, **options)
     assert "d 1 finished identification(s)" in out.getvalue()  # the claims are not counted
     assert claims() == {}
     assert verify().status == Status.SUCCESS
