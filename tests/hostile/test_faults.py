@@ -208,6 +208,11 @@ def test_two_concurrent_hits_store_one_identification_and_fire_one_signal(
     kind: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if connection.vendor == "sqlite":
+        # SQLite's shared-cache in-memory test database answers two threads writing at once
+        # with "database table is locked" instead of making one wait: a fault of the test
+        # database, not of the app. The production tier runs this test on PostgreSQL.
+        pytest.skip("needs a database that lets concurrent writers wait (PostgreSQL tier)")
     started = start()
     fired.clear()
     both_fetched = threading.Barrier(2, timeout=10)
