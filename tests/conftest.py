@@ -137,6 +137,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Genera
 # at this marker, so keep the tier machinery above it and self-contained.)
 
 
+@pytest.fixture(autouse=True)
+def clean_state() -> Generator[None]:
+    """Every test starts and ends with empty caches (the shared token) and no shared client."""
+    reset_eid_state()
+    yield
+    reset_eid_state()
+
+
 def reset_eid_state() -> None:
     """Empty every cache (the shared token) and drop the shared broker client."""
     from django.core.cache import caches

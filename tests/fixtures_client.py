@@ -1,7 +1,8 @@
 """Fixtures and helpers shared by the broker-client tests.
 
 Import the fixtures a module needs (``from tests.fixtures_client import broker, ...``);
-``clean_state`` is autouse once imported. The broker is mocked with ``responses`` only.
+caches and the shared client are reset around every test by ``tests/conftest.py``. The
+broker is mocked with ``responses`` only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import pytest
 import responses
 
 import django_eid.transport
-from tests.conftest import reset_eid_state
 
 #: pytest-django's ``settings`` fixture (its class name differs between versions).
 SettingsWrapper: TypeAlias = Any
@@ -83,14 +83,6 @@ def api_calls(rsps: responses.RequestsMock) -> list[Any]:
 
 def json_body(call: Any) -> Any:
     return json.loads(call.request.body)
-
-
-@pytest.fixture(autouse=True)
-def clean_state() -> Iterator[None]:
-    """Every test starts with empty caches and no shared broker client."""
-    reset_eid_state()
-    yield
-    reset_eid_state()
 
 
 @pytest.fixture

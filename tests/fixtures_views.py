@@ -23,7 +23,6 @@ import django_eid.transport
 from django_eid import signals
 from django_eid.models import Identification
 from django_eid.sandbox.wire import fill_placeholders
-from tests.conftest import reset_eid_state
 from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker
 
 SIGNAL_NAMES = (
@@ -98,12 +97,9 @@ class Started:
 
 # -- state and the broker ----------------------------------------------------------
 @pytest.fixture(autouse=True)
-def _clean_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Empty caches (the shared token), a fresh shared client, no sleep between retries."""
+def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sleep between retries (caches and the client are reset by tests/conftest.py)."""
     monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
-    reset_eid_state()
-    yield
-    reset_eid_state()
 
 
 @pytest.fixture

@@ -11,11 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django_eid.checks import check_settings
 from django_eid.client import EidClient, get_client
 from django_eid.exceptions import EidConfigurationError, EidError
-from tests import fixtures_client
 from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
-
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
-clean_state = fixtures_client.clean_state
 
 REDIS = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://x:6379"}
 LOCMEM = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}

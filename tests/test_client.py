@@ -31,9 +31,7 @@ from tests.fixtures_client import (
     json_body,
 )
 
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
 broker = fixtures_client.broker
-clean_state = fixtures_client.clean_state
 
 URLS = ReturnUrls(
     success="https://shop.example/eid/return/ok?requestId=[1]&externalId=[2]",

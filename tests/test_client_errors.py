@@ -27,9 +27,7 @@ from tests.fixtures_client import (
     eid_settings_with,
 )
 
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
 broker = fixtures_client.broker
-clean_state = fixtures_client.clean_state
 
 URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")
 CREATED = {"Url": "https://id.broker.test/start", "RequestId": "r1"}

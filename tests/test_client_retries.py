@@ -26,9 +26,7 @@ from tests.fixtures_client import (
     token_calls,
 )
 
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
 broker = fixtures_client.broker
-clean_state = fixtures_client.clean_state
 no_backoff = fixtures_client.no_backoff
 
 URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")

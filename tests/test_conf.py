@@ -13,11 +13,7 @@ from django.utils import translation
 
 from django_eid.client import EidClient, get_client
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
-from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
-
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
-clean_state = fixtures_client.clean_state
 
 ROOT = Path(__file__).resolve().parent.parent
 

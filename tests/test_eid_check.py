@@ -25,9 +25,7 @@ from tests.fixtures_client import (
     token_calls,
 )
 
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
 broker = fixtures_client.broker
-clean_state = fixtures_client.clean_state
 no_backoff = fixtures_client.no_backoff
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJjbGllbnRfaWQiOiJ0ZXN0In0.c2lnbmF0dXJlLXZhbHVl"

@@ -29,7 +29,6 @@ from django.urls import reverse
 import django_eid
 import django_eid.client
 from django_eid.conf import eid_settings
-from tests.conftest import reset_eid_state
 
 PACKAGE = Path(django_eid.__file__).resolve().parent
 LANGUAGES = ("nb", "sv", "da", "fi")
@@ -193,15 +192,6 @@ def test_no_string_of_the_source_is_missing_from_the_catalog(extracted: Path, la
 
 
 # -- the pages ---------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def fresh_client_state() -> Iterator[None]:
-    """No access token or per-thread broker client left over from another test."""
-
-    reset_eid_state()
-    yield
-    reset_eid_state()
 
 
 @pytest.fixture

@@ -14,10 +14,7 @@ from django.test import Client
 
 from django_eid.sandbox.checks import check_sandbox
 from django_eid.sandbox.persons import builtin_persons
-from tests import fixtures_client
 from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
-
-clean_state = fixtures_client.clean_state  # autouse: empty caches, no per-thread client
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSION = "/eid-sandbox/identification/session"

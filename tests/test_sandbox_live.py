@@ -10,10 +10,7 @@ import requests
 from django_eid.client import EidClient, ReturnUrls
 from django_eid.exceptions import EidApiError, InvalidScope
 from django_eid.sandbox.persons import builtin_persons
-from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
-
-clean_state = fixtures_client.clean_state  # autouse: empty caches, no per-thread client
 
 URLS = ReturnUrls(
     success="http://shop.test/ok/?requestId=[1]&externalId=[2]",

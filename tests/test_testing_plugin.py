@@ -24,7 +24,6 @@ from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
 
 pytest_plugins = ["pytester"]
-clean_state = fixtures_client.clean_state  # autouse: empty caches, no per-thread client
 no_backoff = fixtures_client.no_backoff
 
 Status = Identification.Status

@@ -29,9 +29,7 @@ from tests.fixtures_client import (
     token_calls,
 )
 
-# Fixtures of tests/fixtures_client.py used here (clean_state is autouse).
 broker = fixtures_client.broker
-clean_state = fixtures_client.clean_state
 
 
 class Clock:

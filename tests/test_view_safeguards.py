@@ -25,10 +25,8 @@ from django_eid import checks
 from django_eid.models import Identification
 from django_eid.testing import EidBroker
 from django_eid.views import StartView
-from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
 
-clean_state = fixtures_client.clean_state  # autouse: empty caches, no shared client
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status

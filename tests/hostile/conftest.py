@@ -44,7 +44,7 @@ from tests.fixtures_client import SECRET
 from tests.fixtures_views import (
     SignalRecorder,
     Started,
-    _clean_state,
+    _no_retry_wait,
     alice,
     alice_client,
     bob,
@@ -74,7 +74,7 @@ __all__ = [
     "Reply",
     "Started",
     "Status",
-    "_clean_state",
+    "_no_retry_wait",
     "alice",
     "alice_client",
     "bob",
