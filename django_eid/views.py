@@ -101,7 +101,6 @@ class StartView(LoginRequiredMixin, View):
 
     http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
     template_name = "django_eid/start.html"
-    iframe_template_name = "django_eid/iframe.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
         initial = {
@@ -201,6 +200,29 @@ def _configured_url(key: str) -> str:
         return "/"
 
 
+def users_row(request: HttpRequest, reference: str) -> Identification | None:
+    """The logged-in user's identification ``reference``; another user's is ``None`` too."""
+    if not REFERENCE_RE.match(reference):
+        return None
+    row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
+    if row is not None:
+        row.user = request.user  # type: ignore[assignment]  # the views require login
+    return row
+
+
+def expire_if_stale(request: HttpRequest, row: Identification) -> None:
+    """A pending row older than ``SESSION_MAX_AGE`` becomes EXPIRED; its state is used up."""
+    if not row.is_finished and flow.is_expired(row):
+        flow.expire(row)
+        state.consume(request, row.reference)
+
+
+def leave(request: HttpRequest, row: Identification) -> HttpResponse:
+    """Send the user of a finished row where it sends them (a page, or a redirect)."""
+    url, is_result = destination(row)
+    return outcome_page(request, row) if is_result else HttpResponseRedirect(url)
+
+
 @method_decorator(xframe_options_deny, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
 class FrameView(LoginRequiredMixin, View):
@@ -210,18 +232,13 @@ class FrameView(LoginRequiredMixin, View):
     template_name = "django_eid/iframe.html"
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
-        row = None
-        if REFERENCE_RE.match(reference):
-            row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
+        row = users_row(request, reference)
         if row is None:
             return render_error(request, _("This identification link is not valid."), status=404)
-        if not row.is_finished and flow.is_expired(row):
-            flow.expire(row)
-            state.consume(request, reference)
+        expire_if_stale(request, row)
         if row.is_finished:
             # Finished in the frame meanwhile (the back button), or expired: where it went.
-            url, is_result = destination(row)
-            return outcome_page(request, row) if is_result else HttpResponseRedirect(url)
+            return leave(request, row)
         broker_url = state.frame_url(request, reference)
         if broker_url is None:
             return render_error(
@@ -300,17 +317,14 @@ class CallbackView(View):
             return render_error(request, _("This identification link is not valid."), status=400)
         if not request.user.is_authenticated:
             return self.without_session(request)
-        row = Identification.objects.filter(reference=reference).first()
-        if row is None or row.user_id != request.user.pk:
+        row = users_row(request, reference)
+        if row is None:
             # Another user's row is indistinguishable from none at all.
             return render_error(request, _("This identification link is not valid."), status=404)
-        row.user = request.user
+        expire_if_stale(request, row)
         if row.is_finished:
-            # Reload, back button, double click: the same destination, nothing sent again.
-            return self.finish(request, row)
-        if flow.is_expired(row):
-            flow.expire(row)
-            state.consume(request, reference)
+            # Reload, back button, double click, or expired: the same destination, nothing
+            # sent again.
             return self.finish(request, row)
         if not state.holds(request, reference):
             return render_error(
@@ -383,13 +397,11 @@ class CallbackView(View):
         )
 
     def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
-        url, is_result = destination(row)
         if row.display == Identification.Display.IFRAME:
             # We are inside the iframe: move the top window.
+            url = destination(row)[0]
             return TemplateResponse(request, self.frame_exit_template_name, {"destination": url})
-        if is_result:
-            return outcome_page(request, row)
-        return HttpResponseRedirect(url)
+        return leave(request, row)
 
 
 class SuccessView(CallbackView):
@@ -473,9 +485,7 @@ class ResultView(LoginRequiredMixin, View):
 
     @method_decorator(xframe_options_deny)
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
-        row = None
-        if REFERENCE_RE.match(reference):
-            row = Identification.objects.filter(reference=reference, user=request.user).first()  # type: ignore[misc]  # login required
+        row = users_row(request, reference)
         if row is None or not row.is_finished:
             return render_error(request, _("This identification link is not valid."), status=404)
         if row.status == Status.SUCCESS:
