@@ -51,6 +51,7 @@ def _hkdf(material: bytes, info: bytes) -> bytes:
     )
 
 
+@lru_cache(maxsize=16)
 def derived_key(secret_key: str) -> str:
     """The Fernet key used when ``ENCRYPTION_KEYS`` is unset."""
     return base64.urlsafe_b64encode(_hkdf(secret_key.encode(), b"django-eid:encryption")).decode()

@@ -14,7 +14,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
+from urllib.parse import urlsplit
 
 from django_eid.exceptions import EidProtocolError
 
@@ -163,6 +164,17 @@ def _refuse_unstorable(body: Any, what: str) -> None:
             stack.extend((item, depth + 1) for item in value)
 
 
+def is_http_url(value: object) -> TypeGuard[str]:
+    """An absolute http(s) URL with a host."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
     """Parse the answer to creating a session; raise :class:`EidProtocolError` for anything else.
 
@@ -174,7 +186,7 @@ def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
     obj = lower_keys(body)
     url = _opt_str(obj, "url", what)
     request_id = _opt_str(obj, "requestid", what)
-    if not url or not url.startswith(("https://", "http://")):
+    if not is_http_url(url):
         raise EidProtocolError(f"{what}: the answer has no absolute 'Url'")
     if not request_id:
         raise EidProtocolError(f"{what}: the answer has no 'RequestId'")

@@ -13,13 +13,14 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, TypeGuard
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
+from django_eid.records import is_http_url
 
 #: The broker's ``Language`` codes.
 LANGUAGES: Final = ("NO", "EN", "SV", "DA", "FI")
@@ -36,17 +37,6 @@ class Problem:
     level: Literal["error", "warning"]
     message: str
     hint: str | None = None
-
-
-def is_http_url(value: object) -> TypeGuard[str]:
-    """An absolute http(s) URL with a host."""
-    if not isinstance(value, str):
-        return False
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def problems(app_settings: EidSettings | None = None) -> list[Problem]:

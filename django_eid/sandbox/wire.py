@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qs, quote
 
-from django_eid.records import IN_PROGRESS, lower_keys
-from django_eid.validation import LANGUAGES, PROVIDER_RE, is_http_url
+from django_eid.records import IN_PROGRESS, is_http_url, lower_keys
+from django_eid.validation import LANGUAGES, PROVIDER_RE
 
 #: Providers the login page offers when the session leaves the choice open.
 PROVIDERS: Final = (
