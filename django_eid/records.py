@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -114,16 +113,6 @@ class IdentificationRecord:
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
-
-    @property
-    def raw(self) -> Mapping[str, Any]:
-        """Deprecated name of :attr:`extra`, which it returns."""
-        warnings.warn(
-            "IdentificationRecord.raw is deprecated; use IdentificationRecord.extra.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.extra
 
     @property
     def is_success(self) -> bool:

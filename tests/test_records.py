@@ -338,11 +338,3 @@ def test_parse_birth_date_never_raises(dob: str, ssn: str | None, today: datetim
 def test_any_json_value_is_a_created_session_or_a_protocol_error(body: Any) -> None:
     with contextlib.suppress(EidProtocolError):
         assert isinstance(parse_created(body), CreatedSession)
-
-
-def test_raw_is_a_deprecated_alias_of_extra() -> None:
-    record = parse_record({**RECORD, "NewThing": 1})
-    with pytest.warns(DeprecationWarning, match=r"IdentificationRecord\.extra"):
-        assert record.raw is record.extra
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        record.raw = {}  # type: ignore[misc]
