@@ -177,14 +177,21 @@ class EidClient:
         return parse_created(answer.json(), what=answer.what)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
-        """Retrieve a session's record. Call it after the user came back to the success URL."""
+        """Retrieve a session's record. Call it after the user came back to the success URL.
+
+        Raises :class:`EidProtocolError` when the answer is the record of another session:
+        whatever it says, it is not about ``request_id``.
+        """
         params = {"requestId": request_id}
         if metadata:
             params["metaData"] = "true"
         answer = self._api(
             "GET", f"{self.settings.BASE_URL}/identification/session", retry=True, params=params
         )
-        return parse_record(answer.json(), what=answer.what)
+        record = parse_record(answer.json(), what=answer.what)
+        if record.request_id != request_id:
+            raise EidProtocolError(f"{answer.what} answered the record of another session")
+        return record
 
     # -- plumbing ----------------------------------------------------------
     def _api(self, method: str, url: str, *, retry: bool, **kwargs: Any) -> Answer:

@@ -203,8 +203,7 @@ def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
             # The details are a nicety; the failure itself is what the broker said.
             logger.warning("Fetching the record of failed identification %s: %s", row.pk, err)
         else:
-            if record.request_id == row.request_id:
-                fields.update(_error_fields(record))
+            fields.update(_error_fields(record))
     if _transition(row, **fields):
         logger.info("Identification %s failed at the broker (status %s).", row.pk, row.error_status)
         _send(signals.identification_failed, row, request)

@@ -34,7 +34,12 @@ from django.views.decorators.debug import sensitive_variables
 from django_eid import flow, state
 from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
-from django_eid.exceptions import EidConfigurationError, EidError, EidUnavailable
+from django_eid.exceptions import (
+    EidConfigurationError,
+    EidError,
+    EidProtocolError,
+    EidUnavailable,
+)
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.records import IN_PROGRESS
@@ -416,23 +421,16 @@ class SuccessView(CallbackView):
             record = get_client().get_session(row.request_id)
         except EidError as err:
             logger.warning("Retrieving identification %s failed: %s", row.pk, err)
-            return render_error(
-                request,
-                _(
-                    "The identification service could not be reached. Reload this page to try again."
-                ),
-                status=503 if isinstance(err, EidUnavailable) else 502,
-            )
-        if record.request_id != row.request_id:
-            logger.warning(
-                "Identification %s: the broker returned another session's record.", row.pk
-            )
-            return render_error(
-                request,
-                _(
+            if isinstance(err, EidProtocolError):  # answered, but not what the contract says
+                message = _(
                     "The identification service sent an unexpected answer. Reload this page to try again."
-                ),
-                status=502,
+                )
+            else:
+                message = _(
+                    "The identification service could not be reached. Reload this page to try again."
+                )
+            return render_error(
+                request, message, status=503 if isinstance(err, EidUnavailable) else 502
             )
         if record.status in IN_PROGRESS:
             return render_error(

@@ -14,6 +14,7 @@ from responses import matchers
 
 from django_eid import __version__
 from django_eid.client import EidClient, ReturnUrls
+from django_eid.exceptions import EidProtocolError
 from django_eid.records import CreatedSession
 from tests import fixtures_client
 from tests.fixtures_client import (
@@ -269,19 +270,35 @@ def test_get_session_encodes_the_request_id(broker: responses.RequestsMock) -> N
 @pytest.mark.parametrize("request_id", ["a b&c=d#e?f", "æøå", "x" * 512])
 def test_any_request_id_round_trips(broker: responses.RequestsMock, request_id: str) -> None:
     add_token(broker)
-    add_get(broker, match=[matchers.query_param_matcher({"requestId": request_id})])
-    EidClient().get_session(request_id)
+    add_get(
+        broker,
+        json={**RECORD, "RequestId": request_id},
+        match=[matchers.query_param_matcher({"requestId": request_id})],
+    )
+    assert EidClient().get_session(request_id).request_id == request_id
     query = urlsplit(api_calls(broker)[0].request.url).query
     assert parse_qs(query) == {"requestId": [request_id]}
 
 
 def test_get_session_with_metadata(broker: responses.RequestsMock) -> None:
     add_token(broker)
-    add_get(broker, json={**RECORD, "MetaData": {"certificate": "MII..."}})
+    add_get(broker, json={**RECORD, "RequestId": "r1", "MetaData": {"certificate": "MII..."}})
     record = EidClient().get_session("r1", metadata=True)
     query = parse_qs(urlsplit(api_calls(broker)[0].request.url).query)
     assert query == {"requestId": ["r1"], "metaData": ["true"]}
     assert record.metadata == {"certificate": "MII..."}
+
+
+@pytest.mark.parametrize("named", ["another-session", REQUEST_ID.lower(), None])
+def test_the_record_of_another_session_is_a_protocol_error(
+    broker: responses.RequestsMock, named: str | None
+) -> None:
+    add_token(broker)
+    add_get(broker, json={**RECORD, "RequestId": named})
+    with pytest.raises(EidProtocolError, match="the record of another session") as info:
+        EidClient().get_session(REQUEST_ID)
+    assert RECORD["SocialSecurityNumber"] not in str(info.value)
+    assert RECORD["LastName"] not in str(info.value)
 
 
 def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) -> None:
@@ -300,9 +317,9 @@ def test_the_base_url_may_carry_a_path(
     settings.DJANGO_EID = eid_settings_with(BASE_URL="https://api.broker.test/v2/")
     add_token(broker)
     broker.add(responses.GET, "https://api.broker.test/v2/identification/session", json=RECORD)
-    EidClient().get_session("r1")
+    EidClient().get_session(REQUEST_ID)
     assert broker.calls[-1].request.url.startswith(
-        "https://api.broker.test/v2/identification/session?requestId=r1"
+        "https://api.broker.test/v2/identification/session?requestId="
     )
 
 
@@ -310,4 +327,4 @@ def test_json_bodies_are_utf8(broker: responses.RequestsMock) -> None:
     add_token(broker)
     body = json.dumps({**RECORD, "FirstName": "Åse Øyvor"}, ensure_ascii=False).encode()
     broker.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
-    assert EidClient().get_session("r1").first_name == "Åse Øyvor"
+    assert EidClient().get_session(REQUEST_ID).first_name == "Åse Øyvor"

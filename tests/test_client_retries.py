@@ -252,9 +252,10 @@ def test_an_answer_over_the_size_cap_is_refused(
 def test_an_answer_at_the_size_cap_is_read(
     settings: SettingsWrapper, broker: responses.RequestsMock
 ) -> None:
-    body = b'{"RequestId": "' + b"x" * 83 + b'"}'
+    record = b'{"RequestId": "' + REQUEST_ID.encode() + b'"'
+    body = record + b" " * (99 - len(record)) + b"}"  # padded with JSON whitespace
     assert len(body) == 100
     settings.DJANGO_EID = eid_settings_with(MAX_RESPONSE_BYTES=100)
     broker.add(responses.POST, TOKEN_URL, json={"access_token": "t", "expires_in": 60})
     broker.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
-    assert get().request_id == "x" * 83
+    assert get().request_id == REQUEST_ID
