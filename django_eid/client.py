@@ -55,6 +55,11 @@ class ReturnUrls:
     error: str
 
 
+def token_cache_key(s: EidSettings) -> str:
+    """Where the access token of the client configured by ``s`` is cached."""
+    return cache_key(s.AUTH_URL, s.BASE_URL, s.CLIENT_ID, " ".join(s.SCOPES), s.TOKEN_AUTH_METHOD)
+
+
 class EidClient:
     """Talks to the broker: tokens, create a session, retrieve a session."""
 
@@ -69,10 +74,7 @@ class EidClient:
             self.create_http_session(), timeout=s.TIMEOUT, max_bytes=s.MAX_RESPONSE_BYTES
         )
         self.tokens = TokenStore(
-            s.TOKEN_CACHE,
-            cache_key(s.AUTH_URL, s.BASE_URL, s.CLIENT_ID, " ".join(s.SCOPES), s.TOKEN_AUTH_METHOD),
-            self.fetch_token,
-            wait=s.TIMEOUT,
+            s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
         )
 
     def create_http_session(self) -> requests.Session:

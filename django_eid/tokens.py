@@ -61,9 +61,14 @@ class AccessToken:
 
 
 def cache_key(*parts: str) -> str:
-    """Cache key for one client configuration; the secret never appears in clear."""
+    """Cache key for one client configuration (the secret is not one of its parts)."""
     digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
     return f"django_eid:token:{digest}"
+
+
+def entry_keys(key: str) -> tuple[str, str, str]:
+    """The cache entries of the token under ``key``: the token, its lock, its last failure."""
+    return key, key + ":lock", key + ":failed"
 
 
 class TokenStore:
@@ -73,9 +78,7 @@ class TokenStore:
         self, cache_alias: str, key: str, fetch: Callable[[], AccessToken], wait: float
     ) -> None:
         self.cache_alias = cache_alias
-        self.key = key
-        self.lock_key = key + ":lock"
-        self.failed_key = key + ":failed"
+        self.key, self.lock_key, self.failed_key = entry_keys(key)
         self._fetch = fetch
         self._wait = wait
         # The last token seen by this process saves a cache round trip per call.

@@ -301,9 +301,14 @@ def test_the_fixture_clears_the_shared_token(eid_broker: EidBroker) -> None:
     client.get_token()
     cache = caches[eid_settings.TOKEN_CACHE]
     assert cache.get(client.tokens.key) is not None
+    # A lock and a failure left by a worker of an earlier test go too: the failure would
+    # otherwise be raised to this test's first token request.
+    cache.set(client.tokens.lock_key, "another-worker", 30)
+    cache.set(client.tokens.failed_key, {"at": 0.0, "error": "broker down"}, 30)
     forget_tokens()
-    # forget_tokens() computes the key itself; it must be the client's.
-    assert cache.get(client.tokens.key) is None
+    # forget_tokens() finds the entries itself; they must be the client's.
+    keys = (client.tokens.key, client.tokens.lock_key, client.tokens.failed_key)
+    assert cache.get_many(keys) == {}
     assert get_client() is not client
 
 

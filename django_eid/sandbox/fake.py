@@ -27,7 +27,7 @@ from django_eid.sandbox.faults import Answer, Endpoint, Fault, Faults, Raised, e
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Session
-from django_eid.tokens import cache_key
+from django_eid.tokens import entry_keys
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
@@ -297,11 +297,7 @@ def forget_tokens() -> None:
     """
     s = eid_settings
     if s.TOKEN_CACHE in settings.CACHES:
-        # The key of django_eid.client.EidClient's TokenStore (and its lock).
-        key = cache_key(
-            s.AUTH_URL, s.BASE_URL, s.CLIENT_ID, " ".join(s.SCOPES), s.TOKEN_AUTH_METHOD
-        )
-        caches[s.TOKEN_CACHE].delete_many([key, key + ":lock"])
+        caches[s.TOKEN_CACHE].delete_many(list(entry_keys(client.token_cache_key(s))))
     client.reset_client()
 
 
