@@ -5,7 +5,7 @@ The problems themselves, with their stable ids, come from :mod:`django_eid.valid
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -42,7 +42,7 @@ def check_destinations(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """E018: a destination that does not resolve would fail only after the user identified."""
-    if not isinstance(getattr(settings, "DJANGO_EID", None), dict):
+    if not isinstance(getattr(settings, "DJANGO_EID", None), Mapping):
         return []  # E000 says so already
     out: list[checks.CheckMessage] = []
     for key in ("SUCCESS_URL", "ABORT_URL", "ERROR_URL"):

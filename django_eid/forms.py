@@ -91,15 +91,11 @@ class StartForm(forms.Form):
                 code="malformed",
                 params={"provider": fit("identity_provider", value)},
             )
-        allowed = eid_settings.ALLOWED_PROVIDERS
-        if allowed is not None:
-            if value not in allowed:
-                raise forms.ValidationError(
-                    _("The provider %(provider)s is not offered here."),
-                    code="not_allowed",
-                    params={"provider": value},
-                )
-        elif eid_settings.IDENTITY_PROVIDER and value != eid_settings.IDENTITY_PROVIDER:
+        # ALLOWED_PROVIDERS when set, else only IDENTITY_PROVIDER (any, when neither is set).
+        offered = eid_settings.ALLOWED_PROVIDERS
+        if offered is None and eid_settings.IDENTITY_PROVIDER:
+            offered = (eid_settings.IDENTITY_PROVIDER,)
+        if offered is not None and value not in offered:
             raise forms.ValidationError(
                 _("The provider %(provider)s is not offered here."),
                 code="not_allowed",

@@ -240,6 +240,11 @@ class PersonClaim(models.Model):
         if provider and unique_id:
             pair = json.dumps([provider, unique_id]).encode()
             keys.append(cls.UID + hashlib.sha256(pair).hexdigest())
-        if identification.social_security_number:
-            keys.append(cls.SSN + crypto.lookup_hash(identification.social_security_number))
+        if identification.social_security_number_hash:
+            keys.append(cls.ssn_key(identification.social_security_number_hash))
         return sorted(keys)
+
+    @classmethod
+    def ssn_key(cls, lookup_hash: str) -> str:
+        """The key of a national identity number, from its stored lookup hash."""
+        return cls.SSN + lookup_hash

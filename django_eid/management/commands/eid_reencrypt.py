@@ -65,7 +65,7 @@ class Command(BaseCommand):
 
 def _reclaim(row: Identification) -> None:
     """Move the row's claim on its number to the key under the first encryption key."""
-    key = PersonClaim.SSN + str(row.social_security_number_hash)
+    key = PersonClaim.ssn_key(str(row.social_security_number_hash))
     stale = PersonClaim.objects.filter(identification=row, key__startswith=PersonClaim.SSN)
     try:
         with transaction.atomic():
