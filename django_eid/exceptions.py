@@ -88,7 +88,7 @@ class EidProtocolError(EidError):
 
 
 class IdentificationRejected(Exception):
-    """Raise from an ``identification_succeeded`` receiver to refuse the identity.
+    """Raise from an ``identification_verifying`` receiver to refuse the identity.
 
     The identification is stored with status ``REJECTED`` and ``str(exc)`` as the
     reason, which the user is shown. Example: ``raise IdentificationRejected(
@@ -98,3 +98,14 @@ class IdentificationRejected(Exception):
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class InvalidNationalIdentityNumber(EidError, ValueError):
+    """A national identity number that its country's rules refuse (:mod:`django_eid.national_id`).
+
+    Wrong length or characters, check digits that do not match, a date of birth that is not on
+    the calendar or is in the future, an unknown country code, or a number valid in more than
+    one country when none was given. The message names the country and the fault
+    ("Norwegian number: the check digits do not match.") and contains no digit of the input.
+    It is also a ``ValueError``, so form and model validation code can catch it as one.
+    """
