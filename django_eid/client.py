@@ -19,6 +19,7 @@ from urllib.parse import quote_plus
 import requests
 import requests.auth
 
+from django_eid import vocabulary
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
     EidApiError,
@@ -148,8 +149,14 @@ class EidClient:
         language: str | None = None,
         get_social_security_number: bool = False,
         iframe_domain: str | None = None,
+        prefilled_social_security_number: str | None = None,
     ) -> CreatedSession:
-        """Create an identification session; returns where to send the user."""
+        """Create an identification session; returns where to send the user.
+
+        ``prefilled_social_security_number`` pre-fills the number in the forms of the
+        providers that have one (a hint for the user, never a proof: compare the record).
+        It travels in the request body only, never in a URL or a log.
+        """
         body: dict[str, Any] = {
             "ReturnUrls": {
                 "Success": return_urls.success,
@@ -168,9 +175,11 @@ class EidClient:
             # reads ``iFrame.Domain``. Send both.
             body["iFrame"] = {"Domain": iframe_domain, "WebMessaging": False}
             body["domain"] = iframe_domain
+        if prefilled_social_security_number:
+            body["PreFilledSocialSecurityNumber"] = prefilled_social_security_number
         answer = self._api(
             "POST",
-            f"{self.settings.BASE_URL}/identification/session",
+            f"{self.settings.BASE_URL}{vocabulary.SESSION_PATH}",
             # Not idempotent: a resent create could open (and bill) a second session.
             retry=False,
             data=json.dumps(body).encode(),
@@ -184,11 +193,11 @@ class EidClient:
         Raises :class:`EidProtocolError` when the answer is the record of another session:
         whatever it says, it is not about ``request_id``.
         """
-        params = {"requestId": request_id}
+        params = {vocabulary.REQUEST_ID_PARAM: request_id}
         if metadata:
-            params["metaData"] = "true"
+            params[vocabulary.METADATA_PARAM] = "true"
         answer = self._api(
-            "GET", f"{self.settings.BASE_URL}/identification/session", retry=True, params=params
+            "GET", f"{self.settings.BASE_URL}{vocabulary.SESSION_PATH}", retry=True, params=params
         )
         record = parse_record(answer.json(), what=answer.what)
         if record.request_id != request_id:

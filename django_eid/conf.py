@@ -20,6 +20,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import translation
 
+from django_eid import vocabulary
+
 DEFAULTS: Final[Mapping[str, Any]] = {
     # Broker and OAuth client (issue: foundation).
     "CLIENT_ID": None,
@@ -46,6 +48,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "CALLBACK_INTERSTITIAL": True,
     "MAX_PENDING_PER_USER": 5,
     "ONE_ACCOUNT_PER_PERSON": False,
+    # Site rules applied before an identity is stored as verified.
+    "MIN_AGE": None,
     # Personal data.
     "ENCRYPTION_KEYS": None,
     # The sandbox broker (django_eid.sandbox).
@@ -55,18 +59,6 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     # Cache alias holding the sandbox's tokens and sessions; share it (Redis) across processes.
     "SANDBOX_CACHE": "default",
 }
-
-#: Broker ``Language`` code for each Django language code it covers (others: EN).
-_DJANGO_TO_BROKER_LANGUAGE: Final = {
-    "nb": "NO",
-    "nn": "NO",
-    "no": "NO",
-    "sv": "SV",
-    "da": "DA",
-    "fi": "FI",
-}
-#: Django language code for each broker ``Language`` code (the sandbox renders in it).
-BROKER_TO_DJANGO_LANGUAGE: Final = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
 
 
 class EidSettings:
@@ -114,7 +106,7 @@ class EidSettings:
 
     @property
     def TOKEN_URL(self) -> str:
-        return self.AUTH_URL + "/oauth/connect/token"
+        return self.AUTH_URL + vocabulary.TOKEN_PATH
 
     @property
     def SCOPES(self) -> tuple[str, ...]:
@@ -196,6 +188,11 @@ class EidSettings:
     def ONE_ACCOUNT_PER_PERSON(self) -> bool:
         return bool(self.raw("ONE_ACCOUNT_PER_PERSON"))
 
+    @property
+    def MIN_AGE(self) -> int | None:
+        value = self.raw("MIN_AGE")
+        return None if value is None else int(value)
+
     # -- personal data --------------------------------------------------
     @property
     def ENCRYPTION_KEYS(self) -> tuple[str, ...]:
@@ -223,8 +220,7 @@ class EidSettings:
         """``LANGUAGE`` if set, else the broker code for Django's active language."""
         if self.LANGUAGE:
             return self.LANGUAGE
-        active = (translation.get_language() or "en").lower()
-        return _DJANGO_TO_BROKER_LANGUAGE.get(active.split("-")[0], "EN")
+        return vocabulary.broker_language(translation.get_language())
 
 
 eid_settings = EidSettings()

@@ -1,109 +1,290 @@
-"""The identification flow, without HTTP: start a session, finish it once.
+"""The identification flow, without HTTP: the whole lifecycle of an identification.
 
-Every transition out of ``PENDING`` is one conditional ``UPDATE ... WHERE
-status = 'PENDING'``; whoever changes the row acts (sends the signal), anyone
-else sees the finished row. Signals are sent after the row is committed.
+1. :func:`start` applies the rules of a start (provider, display, destination, the pending
+   limit, the iframe's parent domain, the expected person), creates the session at the
+   broker and stores the ``PENDING`` row.
+2. The user identifies at the broker and comes back to one of the return URLs.
+   :func:`return_to` checks that the return belongs to this user (the row's owner) and to
+   this browser (the front end says whether it holds the one-time reference), that the
+   ids the broker filled in are the row's, and expires a row that took too long.
+3. It then finishes the row once: Success fetches the record (:func:`retrieve`) and
+   :func:`complete`\\s it, Abort :func:`abort`\\s, Error :func:`fail`\\s. A record that says
+   ``SUCCESS`` passes the site's rules (the provider, the same person, one account per
+   person, ``MIN_AGE``, the ``identification_verifying`` receivers) *inside* the
+   transaction that records it, so a rejected identity is never visible as ``SUCCESS``.
+
+Every transition out of ``PENDING`` is one conditional ``UPDATE ... WHERE status =
+'PENDING'``: whoever changes the row acts (sends the signal), anyone else sees the finished
+row. Signals are sent after the row is committed, except ``identification_verifying``.
+
+Front ends (the HTML views, a JSON API, a management command) call these functions and
+map what they return, or the :class:`Refused` they raise, to their own answers. Nothing
+here needs an ``HttpRequest``; one is passed through to the signals when there is one.
 """
 
 from __future__ import annotations
 
 import datetime
+import hmac
 import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
 from django.http import HttpRequest
+from django.http.request import split_domain_port
+from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 
-from django_eid import crypto, signals
+from django_eid import claims, crypto, outcomes, signals, vocabulary
 from django_eid.client import ReturnUrls, get_client
 from django_eid.conf import eid_settings
-from django_eid.exceptions import EidError, EidProtocolError, IdentificationRejected
+from django_eid.exceptions import (
+    EidConfigurationError,
+    EidError,
+    EidProtocolError,
+    EidUnavailable,
+    IdentificationRejected,
+)
 from django_eid.models import (
     Identification,
-    PersonClaim,
     fit,
     max_length,
     new_external_id,
     new_reference,
 )
+from django_eid.outcomes import Outcome
 from django_eid.records import IdentificationRecord
 
 logger = logging.getLogger("django_eid")
 
 Status = Identification.Status
-REQUEST_ID_MAX = max_length("request_id") or 0
+Display = Identification.Display
+REQUEST_ID_MAX: Final = max_length("request_id") or 0
+NEXT_MAX_LENGTH: Final = max_length("next_url") or 0
+#: Shape of a reference made by ``models.new_reference`` (url-safe base64).
+REFERENCE_RE: Final = re.compile(r"^[A-Za-z0-9_-]{16,64}\Z")
+#: Placeholder values longer than this cannot be ours.
+PLACEHOLDER_MAX: Final = 512
+#: The three return URLs.
+SUCCESS, ABORT, ERROR = "success", "abort", "error"
+
+
+class Refused(Exception):
+    """The flow refused what was asked; ``outcome`` says what to tell the user.
+
+    Nothing was changed, except where ``identification`` is set: then that row records
+    the failure. ``field`` names the input at fault, when one is; ``params`` fill the
+    message's placeholders.
+    """
+
+    def __init__(
+        self,
+        outcome: Outcome,
+        *,
+        identification: Identification | None = None,
+        field: str | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(outcome.code)
+        self.outcome = outcome
+        self.identification = identification
+        self.field = field
+        self.params = dict(params or {})
+
+    @property
+    def message(self) -> str:
+        """The outcome's message in the active language, placeholders filled."""
+        message = str(self.outcome.message)
+        return message % self.params if self.params else message
+
+
+class BrokerFailed(Refused):
+    """Creating the session at the broker failed; ``identification`` is stored as ERROR."""
+
+    def __init__(self, identification: Identification, error: EidError) -> None:
+        unavailable = isinstance(error, EidUnavailable)
+        outcome = outcomes.BROKER_UNREACHABLE if unavailable else outcomes.BROKER_REFUSED
+        super().__init__(outcome, identification=identification)
+        self.error = error
 
 
 @dataclass(frozen=True)
 class Started:
+    """A session created at the broker: the ``PENDING`` row, and where to send the user."""
+
     identification: Identification
     url: str
 
 
-class BrokerFailed(Exception):
-    """Creating the session at the broker failed; ``identification`` is stored as ERROR."""
+@dataclass(frozen=True)
+class Returned:
+    """A return handled: the row is finished (``acted``: by this call, else before it)."""
 
-    def __init__(self, identification: Identification, error: EidError) -> None:
-        super().__init__(str(error))
-        self.identification = identification
-        self.error = error
+    identification: Identification
+    acted: bool
 
 
-def _valid_ip(value: str) -> str | None:
+# -- rules of a start ---------------------------------------------------------------------------
+def offered_providers(restrict: Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """The providers a start may ask for, or ``None`` for any (the broker offers a choice).
+
+    ``ALLOWED_PROVIDERS`` when set, else ``IDENTITY_PROVIDER`` alone when set, else any;
+    narrowed to ``restrict`` (a gate's ``providers``) when given.
+    """
+    offered = eid_settings.ALLOWED_PROVIDERS
+    if offered is None and eid_settings.IDENTITY_PROVIDER:
+        offered = (eid_settings.IDENTITY_PROVIDER,)
+    if restrict is not None:
+        base = offered if offered is not None else tuple(restrict)
+        offered = tuple(p for p in base if p in restrict)
+    return offered
+
+
+def choose_provider(value: str | None, *, restrict: Sequence[str] | None = None) -> str | None:
+    """The provider to ask the broker for, given the user's choice ``value`` (may be empty).
+
+    ``None`` lets the user choose at the broker. Raises :class:`Refused` (field
+    ``provider``) for a choice that is malformed, not offered, or missing where one of
+    several must be made: the broker would otherwise offer every provider of the account.
+    """
+    offered = offered_providers(restrict)
+    if not value:
+        default = eid_settings.IDENTITY_PROVIDER
+        if offered is None or default in offered:
+            return default
+        if len(offered) == 1:
+            return offered[0]
+        raise Refused(
+            outcomes.PROVIDER_REQUIRED if offered else outcomes.PROVIDER_NONE_OFFERED,
+            field="provider",
+        )
+    if not vocabulary.PROVIDER_RE.match(value):
+        params = {"provider": fit("identity_provider", value)}
+        raise Refused(outcomes.PROVIDER_MALFORMED, field="provider", params=params)
+    if offered is not None and value not in offered:
+        raise Refused(outcomes.PROVIDER_NOT_OFFERED, field="provider", params={"provider": value})
+    return value
+
+
+def safe_next(value: str | None, *, host: str, secure: bool) -> str:
+    """``value`` if it is a safe place on ``host`` to send the user afterwards, else ``""``."""
+    if not value or len(value) > NEXT_MAX_LENGTH or value != value.strip():
+        return ""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return ""
+    ok = url_has_allowed_host_and_scheme(value, allowed_hosts={host}, require_https=secure)
+    return value if ok else ""
+
+
+def _valid_ip(value: str | None) -> str | None:
     try:
-        validate_ipv46_address(value)
+        validate_ipv46_address(value or "")
     except ValidationError:
         return None
     return value
 
 
-def client_ip(request: HttpRequest) -> str | None:
-    """The client's address as the web server saw it (proxies: see docs/deployment.md)."""
-    return _valid_ip(request.META.get("REMOTE_ADDR") or "")
+def pending_count(user: Any) -> int:
+    """The user's unfinished identifications, younger than ``SESSION_MAX_AGE``."""
+    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+    return Identification.objects.filter(
+        user=user, status=Status.PENDING, created_at__gte=since
+    ).count()
 
 
-def start(
-    request: HttpRequest,
-    *,
-    return_urls: Any,
-    provider: str | None,
-    next_url: str,
-    display: str,
-    iframe_domain: str | None,
-) -> Started:
-    """Create the broker session, then the pending row (one INSERT on the happy path).
+def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
+    """The three return URLs of ``reference``, made absolute by ``absolute``.
 
-    ``return_urls`` is called with the new reference and returns :class:`ReturnUrls`.
+    Built as text so that the placeholders' brackets reach the broker unencoded.
     """
-    reference, external_id = new_reference(), new_external_id()
+
+    def url(name: str) -> str:
+        return absolute(reverse(f"django_eid:{name}", args=[reference]))
+
+    return ReturnUrls(
+        success=url(SUCCESS) + vocabulary.IDS_QUERY,
+        abort=url(ABORT) + vocabulary.IDS_QUERY,
+        error=url(ERROR) + vocabulary.ERROR_QUERY,
+    )
+
+
+# -- 1. start -----------------------------------------------------------------------------------
+def start(
+    user: Any,
+    *,
+    return_urls: Callable[[str], ReturnUrls],
+    host: str,
+    provider: str | None = None,
+    display: str = Display.REDIRECT,
+    next_url: str = "",
+    user_agent: str = "",
+    client_ip: str | None = None,
+    same_person: bool = False,
+    providers: Sequence[str] | None = None,
+    request: HttpRequest | None = None,
+) -> Started:
+    """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
+
+    ``return_urls`` is called with the new reference. ``host`` is the site's host as the
+    browser sees it (the iframe's parent domain). ``provider`` is the user's choice (see
+    :func:`choose_provider`; ``providers`` narrows what is offered), ``next_url`` an
+    already checked destination (see :func:`safe_next`). ``same_person``: the identity
+    must be the person already verified on the account (:mod:`django_eid.claims`); the
+    broker is asked to pre-fill that person's number where it can.
+
+    Raises :class:`Refused` before anything is sent (a bad choice, too many pending,
+    no configuration), or :class:`BrokerFailed` once an ``ERROR`` row records the failure.
+    One INSERT on the happy path.
+    """
+    chosen = choose_provider(provider, restrict=providers)
+    if display not in Display.values:
+        raise Refused(outcomes.DISPLAY_INVALID, field="display")
+    if pending_count(user) >= eid_settings.MAX_PENDING_PER_USER:
+        raise Refused(outcomes.TOO_MANY_PENDING)
+    try:
+        client = get_client()
+    except EidConfigurationError as err:
+        logger.error("django-eid is not configured; see the system checks: %s", err)
+        raise Refused(outcomes.NOT_AVAILABLE) from err
+    iframe_domain = None
+    if display == Display.IFRAME:
+        iframe_domain = eid_settings.IFRAME_DOMAIN or split_domain_port(host)[0]
+    reference = new_reference()
     row = Identification(
-        user=request.user,  # type: ignore[misc]  # views require login
+        user=user,
         reference=reference,
-        external_id=external_id,
+        external_id=new_external_id(),
         display=display,
         next_url=next_url,
-        identity_provider=provider or "",
-        user_agent=fit("user_agent", request.META.get("HTTP_USER_AGENT", "")),
-        ip_address=client_ip(request),
+        identity_provider=chosen or "",
+        user_agent=fit("user_agent", user_agent),
+        ip_address=_valid_ip(client_ip),
+        same_person=same_person,
     )
-    urls: ReturnUrls = return_urls(reference)
     try:
-        created = get_client().create_session(
-            return_urls=urls,
-            external_reference=external_id,
-            identity_provider=provider,
+        created = client.create_session(
+            return_urls=return_urls(reference),
+            external_reference=row.external_id,
+            identity_provider=chosen,
             language=eid_settings.broker_language(),
             get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
             iframe_domain=iframe_domain,
+            prefilled_social_security_number=_expected_number(user) if same_person else None,
         )
-        _check_request_id(created.request_id)
+        if len(created.request_id) > REQUEST_ID_MAX:
+            # A RequestId that cannot be stored does not name a session we can finish.
+            raise EidProtocolError(
+                f"create_session answered a RequestId of {len(created.request_id)} characters "
+                f"(at most {REQUEST_ID_MAX} are stored)"
+            )
     except EidError as err:
         _store_failure(row, err)
         raise BrokerFailed(row, err) from err
@@ -118,18 +299,24 @@ def start(
         row.request_id = None
         _store_failure(row, error)
         raise BrokerFailed(row, error) from err
-    logger.info("Identification %s started (provider %s).", row.pk, provider or "any")
+    logger.info("Identification %s started (provider %s).", row.pk, chosen or "any")
     _send(signals.identification_started, row, request)
     return Started(row, created.url)
 
 
-def _check_request_id(request_id: str) -> None:
-    """A RequestId that cannot be stored does not name a session we can finish."""
-    if len(request_id) > REQUEST_ID_MAX:
-        raise EidProtocolError(
-            f"create_session answered a RequestId of {len(request_id)} characters "
-            f"(at most {REQUEST_ID_MAX} are stored)"
-        )
+def _expected_number(user: Any) -> str | None:
+    """The national identity number of the person verified on ``user``'s account, if known.
+
+    Only a hint for the broker's form (``PreFilledSocialSecurityNumber``): the comparison
+    after the identification decides.
+    """
+    person = claims.account_person(user)
+    if person is None:
+        return None
+    try:
+        return person.social_security_number or None
+    except crypto.DecryptionError:
+        return None
 
 
 def _store_failure(row: Identification, err: EidError) -> None:
@@ -141,18 +328,116 @@ def _store_failure(row: Identification, err: EidError) -> None:
     logger.warning("Creating identification session %s failed: %s", row.pk, err)
 
 
-def pending_count(user: Any) -> int:
-    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
-    return Identification.objects.filter(
-        user=user, status=Status.PENDING, created_at__gte=since
-    ).count()
+# -- 2. the return --------------------------------------------------------------------------------
+def find(user: Any, reference: str) -> Identification | None:
+    """``user``'s identification ``reference``; another user's is ``None`` too."""
+    if not REFERENCE_RE.match(reference) or not getattr(user, "is_authenticated", False):
+        return None
+    row = Identification.objects.filter(reference=reference, user=user).first()
+    if row is not None:
+        row.user = user  # spares a query for the signals' ``user``
+    return row
 
 
 def is_expired(row: Identification) -> bool:
+    """Pending for longer than ``SESSION_MAX_AGE``."""
     age = (timezone.now() - row.created_at).total_seconds()
     return age > eid_settings.SESSION_MAX_AGE
 
 
+def expire_if_stale(row: Identification) -> bool:
+    """A pending row older than ``SESSION_MAX_AGE`` becomes ``EXPIRED``; True if this did it."""
+    return not row.is_finished and is_expired(row) and expire(row)
+
+
+def return_to(
+    kind: str,
+    *,
+    user: Any,
+    reference: str,
+    params: Mapping[str, Sequence[str]],
+    browser_holds: bool,
+    request: HttpRequest | None = None,
+) -> Returned:
+    """The user came back to the ``kind`` return URL (``success``, ``abort`` or ``error``).
+
+    ``params`` are the URL's query parameters (each a list of values); ``browser_holds``
+    says whether this browser started the identification and has not used it yet (the
+    front end's one-time state). A row already finished (a reload, the back button, a
+    second tab, expiry) is returned as it is, nothing fetched or sent again.
+
+    Raises :class:`Refused` when the return is not this user's or this browser's, when
+    the broker's ids do not match, or when the record cannot be had yet (the row then
+    stays pending: the user may reload).
+    """
+    row = find(user, reference)
+    if row is None:
+        raise Refused(outcomes.INVALID_LINK)
+    expire_if_stale(row)
+    if row.is_finished:
+        return Returned(row, acted=False)
+    if not browser_holds:
+        raise Refused(outcomes.NOT_THIS_BROWSER)
+    if kind == ERROR:
+        return Returned(row, acted=fail(row, request, _error_status(params)))
+    problem = _ids_problem(row, params)
+    if problem:
+        logger.warning("Refused a callback of identification %s: %s", row.pk, problem)
+        raise Refused(outcomes.ANSWER_MISMATCH)
+    if kind == ABORT:
+        return Returned(row, acted=abort(row, request))
+    return Returned(row, acted=complete(row, retrieve(row), request=request))
+
+
+def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
+    """Why the request id and external id of a return do not name ``row``, or ``None``."""
+    for param, expected, placeholder in (
+        (vocabulary.RETURN_REQUEST_ID, row.request_id or "", vocabulary.REQUEST_ID),
+        (vocabulary.RETURN_EXTERNAL_ID, row.external_id, vocabulary.EXTERNAL_ID),
+    ):
+        values = list(params.get(param, ()))
+        if len(values) != 1:
+            return f"{param} given {len(values)} times"
+        value = values[0]
+        if not value or value == placeholder:
+            return f"{param} missing"
+        if len(value) > PLACEHOLDER_MAX:
+            return f"{param} too long"
+        # A broker that substitutes without percent-encoding turns a "+" of the id
+        # into a space on the way through the query string; accept that spelling too.
+        spellings = {value, value.replace(" ", "+")}
+        if not any(hmac.compare_digest(v.encode(), expected.encode()) for v in spellings):
+            return f"{param} does not match"
+    return None
+
+
+def _error_status(params: Mapping[str, Sequence[str]]) -> str:
+    """The Error URL's ``[0]``: an opaque short code, printable ASCII only."""
+    values = list(params.get(vocabulary.RETURN_ERROR_STATUS, ()))
+    value = values[0] if len(values) == 1 else ""
+    if value == vocabulary.ERROR_STATUS:
+        value = ""
+    return fit("error_status", "".join(c for c in value if 32 < ord(c) < 127)) or "UNKNOWN"
+
+
+def retrieve(row: Identification) -> IdentificationRecord:
+    """The broker's record of ``row``'s session; :class:`Refused` (row unchanged) if unavailable."""
+    assert row.request_id is not None
+    try:
+        return get_client().get_session(row.request_id)
+    except EidConfigurationError as err:
+        logger.error("django-eid is not configured; see the system checks: %s", err)
+        raise Refused(outcomes.NOT_AVAILABLE) from err
+    except EidError as err:
+        logger.warning("Retrieving identification %s failed: %s", row.pk, err)
+        if isinstance(err, EidUnavailable):
+            raise Refused(outcomes.RETRIEVE_UNREACHABLE) from err
+        if isinstance(err, EidProtocolError):  # answered, but not what the contract says
+            raise Refused(outcomes.RETRIEVE_UNEXPECTED) from err
+        raise Refused(outcomes.RETRIEVE_REFUSED) from err
+
+
+# -- 3. finishing ---------------------------------------------------------------------------------
 def _transition(row: Identification, **fields: Any) -> bool:
     """Move ``row`` out of PENDING with ``fields``; False if someone else did first."""
     fields.setdefault("completed_at", timezone.now())
@@ -166,22 +451,12 @@ def _transition(row: Identification, **fields: Any) -> bool:
     return bool(changed)
 
 
-#: What the user is told when django-eid itself refuses a successful record, by
-#: ``error_code``. The stored ``error_message`` is in the language of the callback;
-#: the result page translates these again in the language of whoever reads it.
-REFUSALS = {
-    "PROVIDER_NOT_ALLOWED": gettext_lazy(
-        "You identified with an eID that is not accepted here. Please try again."
-    ),
-    "ONE_ACCOUNT_PER_PERSON": gettext_lazy("This person is already verified on another account."),
-}
-
-
 def expire(row: Identification) -> bool:
+    """Mark ``row`` expired; False if it had finished otherwise."""
     return _transition(row, status=Status.EXPIRED)
 
 
-def abort(row: Identification, request: HttpRequest) -> bool:
+def abort(row: Identification, request: HttpRequest | None = None) -> bool:
     """Mark ``row`` aborted; False if it had already finished otherwise (a race lost)."""
     if not _transition(row, status=Status.ABORTED):
         return False
@@ -190,7 +465,7 @@ def abort(row: Identification, request: HttpRequest) -> bool:
     return True
 
 
-def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
+def fail(row: Identification, request: HttpRequest | None, error_status: str) -> bool:
     """The broker sent the user to the Error URL with ``[0]`` = ``error_status``."""
     fields: dict[str, Any] = {
         "status": Status.ERROR,
@@ -199,14 +474,158 @@ def fail(row: Identification, request: HttpRequest, error_status: str) -> None:
     if row.request_id:
         try:
             record = get_client().get_session(row.request_id)
-        except EidError as err:
+        except (EidError, EidConfigurationError) as err:
             # The details are a nicety; the failure itself is what the broker said.
             logger.warning("Fetching the record of failed identification %s: %s", row.pk, err)
         else:
             fields.update(_error_fields(record))
-    if _transition(row, **fields):
-        logger.info("Identification %s failed at the broker (status %s).", row.pk, row.error_status)
+    if not _transition(row, **fields):
+        return False
+    logger.info("Identification %s failed at the broker (status %s).", row.pk, row.error_status)
+    _send(signals.identification_failed, row, request)
+    return True
+
+
+def complete(
+    row: Identification, record: IdentificationRecord, *, request: HttpRequest | None = None
+) -> bool:
+    """Finish ``row`` with its retrieved ``record``; False if it had finished otherwise.
+
+    ``SUCCESS`` passes the site's rules and becomes ``SUCCESS`` or ``REJECTED`` (``ERROR``
+    when a rule cannot run); any other final status becomes ``ERROR``. A record still in
+    progress raises :class:`Refused` (``in_progress``) and leaves the row pending.
+    """
+    if record.status in vocabulary.IN_PROGRESS:
+        raise Refused(outcomes.IN_PROGRESS)
+    fields = _identity_fields(row, record)
+    if not record.is_success:
+        fields.update(
+            status=Status.ERROR,
+            error_status=fit("error_status", record.status or ""),
+            **_error_fields(record),
+        )
+        if not _transition(row, **fields):
+            return False
+        logger.info("Identification %s ended with record status %s.", row.pk, record.status)
         _send(signals.identification_failed, row, request)
+        return True
+    code = _provider_refusal(row, record)
+    if code is not None:
+        fields.update(
+            status=Status.REJECTED,
+            error_code=code,
+            error_message=fit("error_message", outcomes.rejection_message(code) or ""),
+        )
+        if not _transition(row, **fields):
+            return False
+        logger.info("Identification %s rejected (%s).", row.pk, code)
+        _send(signals.identification_failed, row, request)
+        return True
+    return _succeed(row, fields, request)
+
+
+class _Refusal(Exception):
+    """A site rule refused the identity: roll back the ``SUCCESS``, store ``status``."""
+
+    def __init__(self, status: str, code: str, message: str) -> None:
+        super().__init__(code)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _has_rules(row: Identification) -> bool:
+    """Whether any site rule applies; without one the SUCCESS is a single UPDATE."""
+    return bool(
+        row.same_person
+        or eid_settings.ONE_ACCOUNT_PER_PERSON
+        or eid_settings.MIN_AGE is not None
+        or signals.identification_verifying.has_listeners(Identification)
+    )
+
+
+def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest | None) -> bool:
+    """``SUCCESS``, with the site's rules applied before it commits.
+
+    A refusal rolls the transaction back (the claims and the receivers' own writes with
+    it), so the row was never committed as ``SUCCESS``, and then records the refusal with
+    a transition of its own: a concurrent request sees ``PENDING``, then the refusal.
+    """
+    if not _has_rules(row):
+        if not _transition(row, status=Status.SUCCESS, **fields):
+            return False
+    else:
+        try:
+            with transaction.atomic():
+                if not _transition(row, status=Status.SUCCESS, **fields):
+                    return False
+                _apply_rules(row, request)
+        except _Refusal as refused:
+            fields.update(
+                status=refused.status,
+                error_code=refused.code,
+                error_message=fit("error_message", refused.message),
+            )
+            if not _transition(row, **fields):
+                return False
+            logger.info("Identification %s refused by the site's rules (%s).", row.pk, refused.code)
+            _send(signals.identification_failed, row, request)
+            return True
+    logger.info("Identification %s succeeded (provider %s).", row.pk, row.identity_provider)
+    _receive_success(row, request)
+    return True
+
+
+def _apply_rules(row: Identification, request: HttpRequest | None) -> None:
+    """The site's rules, on the uncommitted ``SUCCESS`` row; raise :class:`_Refusal`."""
+
+    def reject(code: str) -> _Refusal:
+        return _Refusal(Status.REJECTED, code, outcomes.rejection_message(code) or "")
+
+    if row.same_person:
+        person = claims.account_person(row.user_id, before=row)
+        if person is not None and not claims.same_person(row, person):
+            raise reject(outcomes.NOT_SAME_PERSON)
+    if eid_settings.ONE_ACCOUNT_PER_PERSON:
+        try:
+            claims.claim(row)
+        except claims.PersonTaken:
+            raise reject(outcomes.ONE_ACCOUNT_PER_PERSON) from None
+    min_age = eid_settings.MIN_AGE
+    if min_age is not None:
+        age = row.age
+        if age is None:
+            raise reject(outcomes.AGE_UNKNOWN)
+        if age < min_age:
+            raise reject(outcomes.MIN_AGE)
+    for receiver, result in signals.identification_verifying.send_robust(
+        sender=Identification, identification=row, user=row.user, request=request
+    ):
+        if isinstance(result, IdentificationRejected):
+            reason = result.reason or gettext("Your identification was not accepted.")
+            raise _Refusal(Status.REJECTED, outcomes.RECEIVER_REJECTED, reason)
+        if isinstance(result, Exception):
+            # A rule that cannot run lets nobody through.
+            logger.error(
+                "A receiver of identification_verifying failed (identification %s, receiver "
+                "%r): %s; the identification is refused.",
+                row.pk,
+                receiver,
+                type(result).__name__,
+            )
+            raise _Refusal(Status.ERROR, outcomes.RULES_FAILED, "")
+
+
+def _provider_refusal(row: Identification, record: IdentificationRecord) -> str | None:
+    """``PROVIDER_NOT_ALLOWED`` when the broker let the user pick a provider not accepted."""
+    used = record.identity_provider
+    allowed = eid_settings.ALLOWED_PROVIDERS
+    if used and (
+        (row.identity_provider and used != row.identity_provider)
+        or (allowed is not None and used not in allowed)
+    ):
+        return outcomes.PROVIDER_NOT_ALLOWED
+    return None
 
 
 def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
@@ -220,10 +639,25 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
     }
 
 
-def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
+def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[str, Any]:
+    """The columns of ``row`` that ``record`` fills, cut to what they store."""
+    provider = record.identity_provider or row.identity_provider
+    national_id = record.national_id(country=vocabulary.provider_country(provider))
+    number = national_id.number if national_id else record.social_security_number
     # Masked in repr(): a traceback through the store shows no national identity number.
-    ssn = crypto.SensitiveText(record.social_security_number or "") or None
-    ip = record.environment_info.ip_address
+    ssn = crypto.SensitiveText(number or "") or None
+    stated = record.stated_birth_date
+    if (
+        national_id
+        and stated
+        and stated.strftime("%d%m%y") != national_id.birth_date.strftime("%d%m%y")
+    ):
+        # The number is what the registry issued; the broker's two-digit date is not.
+        logger.warning(
+            "Identification %s: the record's DateOfBirth disagrees with its national identity "
+            "number; the number's date is stored.",
+            row.pk,
+        )
     fields: dict[str, Any] = {
         "identity_provider_unique_id": fit(
             "identity_provider_unique_id", record.identity_provider_unique_id or ""
@@ -232,9 +666,11 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
         "first_name": fit("first_name", record.first_name or ""),
         "middle_name": fit("middle_name", record.middle_name or ""),
         "last_name": fit("last_name", record.last_name or ""),
-        "date_of_birth": record.birth_date,
+        "date_of_birth": national_id.birth_date if national_id else stated,
         "social_security_number": ssn,
         "social_security_number_hash": crypto.lookup_hash(ssn) if ssn else None,
+        "national_id_country": national_id.country if national_id else "",
+        "national_id_kind": national_id.kind if national_id else "",
         "metadata": dict(record.metadata),
         "raw": record.redacted(),
     }
@@ -243,149 +679,37 @@ def _identity_fields(record: IdentificationRecord) -> dict[str, Any]:
         fields["identity_provider"] = fit("identity_provider", record.identity_provider)
     if record.environment_info.user_agent:
         fields["user_agent"] = fit("user_agent", record.environment_info.user_agent)
-    if ip:
-        fields["ip_address"] = _valid_ip(ip)
+    if record.environment_info.ip_address:
+        # What the broker saw, or nothing when that is not an address: never the start's.
+        fields["ip_address"] = _valid_ip(record.environment_info.ip_address)
     return fields
 
 
-def _same_person_elsewhere(row: Identification) -> bool:
-    """Another account holds a successful identification of the person ``row`` stores.
-
-    Matches what is stored (truncated values), and the number's lookup hash under every
-    configured key, so rows from before a key rotation count.
-    """
-    match = Q()
-    if row.identity_provider and row.identity_provider_unique_id:
-        match |= Q(
-            identity_provider=row.identity_provider,
-            identity_provider_unique_id=row.identity_provider_unique_id,
-        )
-    if row.social_security_number:
-        hashes = crypto.lookup_hashes(row.social_security_number)
-        match |= Q(social_security_number_hash__in=hashes)
-    if not match:
-        return False
-    return (
-        Identification.objects.filter(match, status=Status.SUCCESS)
-        .exclude(user_id=row.user_id)
-        .exists()
-    )
-
-
-def _refusal(row: Identification, record: IdentificationRecord) -> tuple[str, str] | None:
-    """Why the app itself refuses a successful record: ``(code, message)``, or ``None``.
-
-    ``ONE_ACCOUNT_PER_PERSON`` is not decided here but in :func:`_transition_claiming`,
-    inside the transaction of the SUCCESS transition.
-    """
-    used = record.identity_provider
-    allowed = eid_settings.ALLOWED_PROVIDERS
-    if used and (
-        (row.identity_provider and used != row.identity_provider)
-        or (allowed is not None and used not in allowed)
-    ):
-        # The broker let the user pick a provider this site does not accept.
-        return "PROVIDER_NOT_ALLOWED", str(REFUSALS["PROVIDER_NOT_ALLOWED"])
-    return None
-
-
-class _PersonTaken(Exception):
-    """Rolls back a SUCCESS transition: the person is verified on another account."""
-
-
-def _transition_claiming(row: Identification, fields: dict[str, Any]) -> bool:
-    """The SUCCESS transition and the person's claims, in one transaction.
-
-    Raises :class:`_PersonTaken` (after rolling both back) when another account holds a
-    successful identification of the person. The claims' unique key makes this hold for
-    two accounts finishing at once: the second INSERT waits for the first transaction and,
-    once it committed, the query below sees its row. The query itself finds what has no
-    claim of the current key: rows from before the setting was on, or from before a key
-    rotation. Claiming a key this account already holds moves it to the new row.
-    """
-    with transaction.atomic():
-        if not _transition(row, **fields):
-            return False
-        keys = PersonClaim.keys_for(row)
-        if not keys:
-            return True
-        features = connection.features
-        PersonClaim.objects.bulk_create(
-            [PersonClaim(key=key, identification=row) for key in keys],
-            update_conflicts=True,
-            update_fields=["identification"],
-            # MySQL's ON DUPLICATE KEY UPDATE takes no conflict target.
-            unique_fields=["key"] if features.supports_update_conflicts_with_target else None,
-        )
-        if _same_person_elsewhere(row):
-            # Another account's claim was overwritten above: the rollback restores it.
-            raise _PersonTaken
-    return True
-
-
-def succeed(row: Identification, request: HttpRequest, record: IdentificationRecord) -> None:
-    """Store a record whose RequestId matched; act on its Status.
-
-    Raises nothing for in-progress records: the caller checks ``record.status``
-    against :data:`django_eid.records.IN_PROGRESS` first.
-    """
-    fields = _identity_fields(record)
-    if not record.is_success:
-        fields.update(
-            status=Status.ERROR,
-            error_status=fit("error_status", record.status or ""),
-            **_error_fields(record),
-        )
-        if _transition(row, **fields):
-            logger.info("Identification %s ended with record status %s.", row.pk, record.status)
-            _send(signals.identification_failed, row, request)
-        return
-    refusal = _refusal(row, record)
-    if refusal is None:
-        fields["status"] = Status.SUCCESS
-        try:
-            if eid_settings.ONE_ACCOUNT_PER_PERSON:
-                changed = _transition_claiming(row, dict(fields))
-            else:
-                changed = _transition(row, **fields)
-        except _PersonTaken:
-            refusal = "ONE_ACCOUNT_PER_PERSON", str(REFUSALS["ONE_ACCOUNT_PER_PERSON"])
-        else:
-            if changed:
-                logger.info(
-                    "Identification %s succeeded (provider %s).", row.pk, row.identity_provider
-                )
-                _receive_success(row, request)
-            return
-    code, message = refusal
-    fields.update(status=Status.REJECTED, error_code=code, error_message=message)
-    if _transition(row, **fields):
-        logger.info("Identification %s rejected (%s).", row.pk, code)
-        _send(signals.identification_failed, row, request)
-
-
-def _receive_success(row: Identification, request: HttpRequest) -> None:
-    """Send ``identification_succeeded``; store a receiver's rejection and free the person."""
+def _receive_success(row: Identification, request: HttpRequest | None) -> None:
+    """Send ``identification_succeeded``; store a receiver's (late) rejection, free the person."""
     rejection = _send(signals.identification_succeeded, row, request)
     if rejection is None:
         return
     reason = fit(
         "error_message", rejection.reason or gettext("Your identification was not accepted.")
     )
+    code = outcomes.RECEIVER_REJECTED
     with transaction.atomic():
         changed = Identification.objects.filter(pk=row.pk, status=Status.SUCCESS).update(
-            status=Status.REJECTED, error_code="REJECTED", error_message=reason
+            status=Status.REJECTED, error_code=code, error_message=reason
         )
         if changed:
             # The row no longer holds the identity, so neither does the account through it.
-            PersonClaim.objects.filter(identification=row).delete()
+            claims.release(row)
     if changed:
-        row.status, row.error_code, row.error_message = Status.REJECTED, "REJECTED", reason
+        row.status, row.error_code, row.error_message = Status.REJECTED, code, reason
         logger.info("Identification %s rejected by a receiver.", row.pk)
         _send(signals.identification_failed, row, request)
 
 
-def _send(signal: Any, row: Identification, request: HttpRequest) -> IdentificationRejected | None:
+def _send(
+    signal: Any, row: Identification, request: HttpRequest | None
+) -> IdentificationRejected | None:
     """Send ``signal``; receivers' crashes are logged, a rejection is returned."""
     rejection: IdentificationRejected | None = None
     for receiver, result in signal.send_robust(

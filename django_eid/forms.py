@@ -1,40 +1,34 @@
-"""The start form: which provider, how to display the broker, where to go next."""
+"""The start form: which provider, how to display the broker, where to go next.
+
+The rules themselves are the flow's (:func:`django_eid.flow.choose_provider`,
+:func:`django_eid.flow.safe_next`); the form only presents them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
 from django.http import HttpRequest
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 
+from django_eid import flow
 from django_eid.conf import eid_settings
-from django_eid.models import Identification, fit, max_length
-from django_eid.validation import PROVIDER_RE
-
-#: What a ``next`` value may be at most (what ``next_url`` stores); longer ones are dropped
-#: like foreign ones.
-NEXT_MAX_LENGTH = max_length("next_url") or 0
+from django_eid.models import Identification, max_length
 
 
 def safe_next(request: HttpRequest, value: str | None) -> str:
     """``value`` if it is a safe place to send this user after the flow, else ``""``."""
-    if not value or len(value) > NEXT_MAX_LENGTH or value != value.strip():
-        return ""
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        return ""
-    ok = url_has_allowed_host_and_scheme(
-        value, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    )
-    return value if ok else ""
+    return flow.safe_next(value, host=request.get_host(), secure=request.is_secure())
 
 
 class StartForm(forms.Form):
     """What the start page posts: the provider, the display mode and ``next``.
 
-    The provider choice is offered only when ``ALLOWED_PROVIDERS`` lists several; an
-    unsafe ``next`` is dropped, never reported, since the field is hidden.
+    The provider choice is offered only when several providers are (``ALLOWED_PROVIDERS``,
+    narrowed by a gate's ``providers`` in ``restrict``); an unsafe ``next`` is dropped,
+    never reported, since the field is hidden.
     """
 
     provider = forms.CharField(
@@ -51,20 +45,28 @@ class StartForm(forms.Form):
     # value and drops an unsafe one silently; the field is hidden, so it is never an error.
     next = forms.CharField(required=False, strip=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        request: HttpRequest,
+        restrict: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fields["next"].validators = []
         self.request = request
-        allowed = eid_settings.ALLOWED_PROVIDERS
-        if allowed and len(allowed) > 1:
+        self.restrict = restrict
+        offered = flow.offered_providers(restrict)
+        if offered and len(offered) > 1:
             # No "choose at the broker" entry: the broker would then offer every
-            # provider of the account, not just the allowed ones.
-            choices: list[tuple[str, Any]] = [(p, p.replace("_", " ").title()) for p in allowed]
+            # provider of the account, not just the offered ones.
+            choices: list[tuple[str, Any]] = [(p, p.replace("_", " ").title()) for p in offered]
+            default = eid_settings.IDENTITY_PROVIDER
             self.fields["provider"] = forms.ChoiceField(
                 label=_("Identity provider"),
                 choices=choices,
                 required=False,
-                initial=eid_settings.IDENTITY_PROVIDER or allowed[0],
+                initial=default if default in offered else offered[0],
             )
         else:
             self.fields["provider"].widget = forms.HiddenInput()
@@ -74,34 +76,10 @@ class StartForm(forms.Form):
         return isinstance(self.fields["provider"], forms.ChoiceField)
 
     def clean_provider(self) -> str | None:
-        value: str = self.cleaned_data.get("provider") or ""
-        if not value:
-            allowed_only = eid_settings.ALLOWED_PROVIDERS
-            if eid_settings.IDENTITY_PROVIDER or not allowed_only:
-                return eid_settings.IDENTITY_PROVIDER
-            if len(allowed_only) == 1:
-                # One allowed provider: the broker must not offer the account's others.
-                return allowed_only[0]
-            raise forms.ValidationError(_("Choose an identity provider."), code="required")
-        if not PROVIDER_RE.match(value):
-            raise forms.ValidationError(
-                _(
-                    "“%(provider)s” is not a provider name (upper-case words joined by underscores)."
-                ),
-                code="malformed",
-                params={"provider": fit("identity_provider", value)},
-            )
-        # ALLOWED_PROVIDERS when set, else only IDENTITY_PROVIDER (any, when neither is set).
-        offered = eid_settings.ALLOWED_PROVIDERS
-        if offered is None and eid_settings.IDENTITY_PROVIDER:
-            offered = (eid_settings.IDENTITY_PROVIDER,)
-        if offered is not None and value not in offered:
-            raise forms.ValidationError(
-                _("The provider %(provider)s is not offered here."),
-                code="not_allowed",
-                params={"provider": value},
-            )
-        return value
+        try:
+            return flow.choose_provider(self.cleaned_data.get("provider"), restrict=self.restrict)
+        except flow.Refused as refused:
+            raise forms.ValidationError(refused.message, code=refused.outcome.code) from None
 
     def clean_display(self) -> str:
         return self.cleaned_data.get("display") or Identification.Display.REDIRECT

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +36,19 @@ def fit(field_name: str, value: str) -> str:
     return value[:limit] if limit is not None else value
 
 
+def born_by(age: int, today: datetime.date | None = None) -> datetime.date:
+    """The latest birth date of a person who is ``age`` whole years old ``today``.
+
+    Someone born on 29 February comes of age on 1 March in a year without one, as
+    :attr:`Identification.age` counts.
+    """
+    today = today or timezone.localdate()
+    try:
+        return today.replace(year=today.year - age)
+    except ValueError:  # today is 29 February, and that year has none
+        return today.replace(year=today.year - age, day=28)
+
+
 def max_length(field_name: str) -> int | None:
     """The ``max_length`` of :class:`Identification`'s field ``field_name``."""
     field = Identification._meta.get_field(field_name)
@@ -46,15 +58,39 @@ def max_length(field_name: str) -> int | None:
 class IdentificationQuerySet(models.QuerySet["Identification"]):
     """``Identification.objects``: the lookups sites and the commands need."""
 
-    def verified_for(self, user: Any) -> Identification | None:
-        """The user's latest successful identification, or ``None``."""
+    def verified(self) -> IdentificationQuerySet:
+        """Rows that hold a verified identity: ``SUCCESS`` and not anonymized."""
+        return self.filter(status=Identification.Status.SUCCESS, anonymized_at__isnull=True)
+
+    def verified_for(
+        self,
+        user: Any,
+        *,
+        max_age: int | float | datetime.timedelta | None = None,
+        min_age: int | None = None,
+        providers: Iterable[str] | None = None,
+    ) -> Identification | None:
+        """The user's latest verified identification meeting every condition, or ``None``.
+
+        ``max_age``: verified at most this long ago (seconds or a ``timedelta``).
+        ``min_age``: the person is at least this many whole years old today; a person
+        whose age is unknown does not qualify. ``providers``: verified with one of these.
+        An anonymous user, and anonymized rows (``eid_purge --anonymize``), never qualify.
+        """
         if not getattr(user, "is_authenticated", False):
             return None
-        return (
-            self.filter(user=user, status=Identification.Status.SUCCESS)
-            .order_by("-completed_at", "-pk")
-            .first()
-        )
+        rows = self.verified().filter(user=user)
+        if max_age is not None:
+            if not isinstance(max_age, datetime.timedelta):
+                max_age = datetime.timedelta(seconds=max_age)
+            rows = rows.filter(completed_at__gte=timezone.now() - max_age)
+        if min_age is not None:
+            rows = rows.filter(date_of_birth__lte=born_by(min_age))
+        if providers is not None:
+            rows = rows.filter(identity_provider__in=list(providers))
+        # The number is decrypted only when read: most callers never do (and a row under a
+        # removed key must not make the question unanswerable).
+        return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()
 
     def pending(self) -> IdentificationQuerySet:
         """Rows still waiting for the user to come back from the broker."""
@@ -129,6 +165,15 @@ class Identification(models.Model):
     social_security_number_hash = models.CharField(  # noqa: DJ001
         max_length=64, null=True, blank=True, db_index=True, editable=False
     )
+    national_id_country = models.CharField(
+        _("country of the national identity number"), max_length=2, blank=True
+    )
+    national_id_kind = models.CharField(
+        _("kind of national identity number"), max_length=32, blank=True
+    )
+    same_person = models.BooleanField(
+        _("must be the person verified on the account"), default=False, editable=False
+    )
 
     user_agent = models.TextField(_("user agent"), max_length=1000, blank=True)
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
@@ -142,6 +187,7 @@ class Identification(models.Model):
 
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
+    anonymized_at = models.DateTimeField(_("anonymized"), null=True, blank=True, editable=False)
 
     objects = IdentificationQuerySet.as_manager()
 
@@ -168,7 +214,8 @@ class Identification(models.Model):
 
     @property
     def is_verified(self) -> bool:
-        return self.status == self.Status.SUCCESS
+        """Holds a verified identity: ``SUCCESS`` and not anonymized."""
+        return self.status == self.Status.SUCCESS and self.anonymized_at is None
 
     @property
     def is_finished(self) -> bool:
@@ -228,23 +275,7 @@ class PersonClaim(models.Model):
 
     @classmethod
     def keys_for(cls, identification: Identification) -> list[str]:
-        """The keys of the person ``identification`` stores (its stored, truncated values).
+        """The keys of the person ``identification`` stores (see :mod:`django_eid.claims`)."""
+        from django_eid import claims
 
-        The unique id at a provider is stored in clear on the identification, so its key is a
-        plain SHA-256 (stable across key rotations); a claim never outlives its row. Sorted,
-        so that two transactions claiming the same keys lock them in the same order.
-        """
-        keys = []
-        provider = identification.identity_provider
-        unique_id = identification.identity_provider_unique_id
-        if provider and unique_id:
-            pair = json.dumps([provider, unique_id]).encode()
-            keys.append(cls.UID + hashlib.sha256(pair).hexdigest())
-        if identification.social_security_number_hash:
-            keys.append(cls.ssn_key(identification.social_security_number_hash))
-        return sorted(keys)
-
-    @classmethod
-    def ssn_key(cls, lookup_hash: str) -> str:
-        """The key of a national identity number, from its stored lookup hash."""
-        return cls.SSN + lookup_hash
+        return claims.keys(identification)

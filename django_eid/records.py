@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, TypeGuard
 from urllib.parse import urlsplit
 
-from django_eid.exceptions import EidProtocolError
+from django_eid import national_id, vocabulary
+from django_eid.exceptions import EidProtocolError, InvalidNationalIdentityNumber
+from django_eid.national_id import NationalId
 
 #: Record property that holds the national identity number (lower-cased).
 SSN_KEY: Final = "socialsecuritynumber"
@@ -36,8 +39,8 @@ _STRING_FIELDS: Final = {
 _KNOWN: Final = frozenset(_STRING_FIELDS) | {"environmentinfo", "error", "metadata"}
 
 
-#: Record statuses that mean "the user is still at the broker".
-IN_PROGRESS: Final = frozenset({"CREATED", "USERINITIATED"})
+#: Record statuses that mean "the user is still at the broker" (the vocabulary's, re-exported).
+IN_PROGRESS: Final = vocabulary.IN_PROGRESS
 
 
 def lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,12 +119,36 @@ class IdentificationRecord:
 
     @property
     def is_success(self) -> bool:
-        return self.status == "SUCCESS"
+        return self.status == vocabulary.SUCCESS
+
+    @property
+    def stated_birth_date(self) -> datetime.date | None:
+        """``DateOfBirth`` as a date, with the wire format's century rule; ``None`` if unusable."""
+        return parse_birth_date(self.date_of_birth, self.social_security_number)
+
+    def national_id(self, *, country: str | None = None) -> NationalId | None:
+        """The national identity number read by its country's rules, or ``None``.
+
+        ``country`` (or else the provider's country) decides between shapes that several
+        countries use; ``None`` when the record has no number or it is not a valid one.
+        """
+        number = self.social_security_number
+        if not number:
+            return None
+        hint = country or vocabulary.provider_country(self.identity_provider)
+        for attempt in dict.fromkeys((hint, None)):
+            try:
+                return national_id.parse(number, country=attempt)
+            except InvalidNationalIdentityNumber:
+                continue
+        return None
 
     @property
     def birth_date(self) -> datetime.date | None:
-        """``DateOfBirth`` as a date, with the wire format's century rule; ``None`` if unusable."""
-        return parse_birth_date(self.date_of_birth, self.social_security_number)
+        """The date of birth: the national identity number's when it has a valid one (it
+        carries the century), else ``DateOfBirth``'s; ``None`` when neither is usable."""
+        found = self.national_id()
+        return found.birth_date if found else self.stated_birth_date
 
     def redacted(self) -> dict[str, Any]:
         """The record as received, without the national identity number."""
@@ -232,30 +259,25 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     return IdentificationRecord(**values)
 
 
-def _norwegian_century(individual: int, yy: int) -> int | None:
-    """Century of an 11-digit Norwegian number from its individual digits (positions 7-9)."""
-    if individual <= 499:
-        return 1900
-    if individual <= 749 and yy >= 54:
-        return 1800
-    if yy <= 39:
-        return 2000
-    if individual >= 900:
-        return 1900
-    return None
+_ISO_DATE_RE: Final = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 
 
 def parse_birth_date(
     value: str | None, ssn: str | None = None, *, today: datetime.date | None = None
 ) -> datetime.date | None:
-    """``ddMMyy`` to a date; ``None`` when absent or not a real date."""
+    """``ddMMyy`` (or ISO ``YYYY-MM-DD``) to a date; ``None`` when absent or not a real date."""
+    if value and _ISO_DATE_RE.match(value):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            return None
     if not value or len(value) != 6 or not value.isascii() or not value.isdigit():
         return None
     day, month, yy = int(value[:2]), int(value[2:4]), int(value[4:])
     today = today or datetime.date.today()
     century: int | None = None
     if ssn and len(ssn) == 11 and ssn.isascii() and ssn.isdigit():
-        century = _norwegian_century(int(ssn[6:9]), yy)
+        century = national_id.norwegian_century(int(ssn[6:9]), yy)
     if century is None:
         # The latest century that does not put the birth in the future.
         century = today.year // 100 * 100

@@ -4,13 +4,17 @@ Every signal is sent with ``sender=Identification`` (the model class) and
 these keyword arguments:
 
 - ``identification``: the :class:`~django_eid.models.Identification` row, already
-  committed to the database;
+  committed to the database (``identification_verifying``: about to be);
 - ``user``: the user it belongs to (``identification.user``);
-- ``request``: the ``HttpRequest`` being answered.
+- ``request``: the ``HttpRequest`` being answered, or ``None`` when the identification is
+  finished outside a request (a management command, a task); receivers must cope with both.
 
-A receiver that raises is logged and does not undo what was stored, with one
-exception: a receiver of ``identification_succeeded`` may raise
-:class:`~django_eid.exceptions.IdentificationRejected` to refuse the identity.
+Site rules belong in ``identification_verifying``: a receiver raising
+:class:`~django_eid.exceptions.IdentificationRejected` there refuses the identity before
+anyone can see it verified. The other signals are for side effects: a receiver that raises
+is logged and does not undo what was stored (a receiver of ``identification_succeeded`` may
+still raise ``IdentificationRejected``, for compatibility, which rejects the identity after
+it was briefly visible as verified).
 """
 
 import logging
@@ -22,23 +26,38 @@ from django.dispatch import Signal
 #   sender: the Identification class
 #   identification: the Identification row (status PENDING)
 #   user: identification.user
-#   request: the HttpRequest of the start POST
+#   request: the HttpRequest of the start, or None when started outside a request
 identification_started = Signal()
 
-# Sent when the broker confirmed the user's identity, after the SUCCESS row with the
-# verified fields is committed. Raise IdentificationRejected("reason") to refuse it:
-# the status becomes REJECTED, the user sees the reason, identification_failed follows.
+# Sent when the broker confirmed the user's identity, inside the database transaction
+# that records it as SUCCESS, before it commits: no other request can see the row verified
+# yet. The place for the site's rules. Raise IdentificationRejected("reason") to refuse
+# the identity: the transaction's writes since the SUCCESS (the receivers' own included) are
+# rolled back, the row is committed as REJECTED with the reason, the user sees it, and
+# identification_failed follows. A receiver raising anything else also refuses it (status
+# ERROR, error_code RULES_FAILED): a rule that cannot run does not let anyone through.
+#   sender: the Identification class
+#   identification: the Identification row (status SUCCESS, not yet committed)
+#   user: identification.user
+#   request: the HttpRequest of the callback, or None outside a request
+identification_verifying = Signal()
+
+# Sent when the broker confirmed the user's identity and the site's rules accepted it,
+# after the SUCCESS row with the verified fields is committed: for side effects (a profile,
+# an e-mail). Raising IdentificationRejected("reason") here still refuses the identity
+# (REJECTED, identification_failed follows), but only after the commit: put rules in
+# identification_verifying instead.
 #   sender: the Identification class
 #   identification: the Identification row (status SUCCESS)
 #   user: identification.user
-#   request: the HttpRequest of the callback
+#   request: the HttpRequest of the callback, or None outside a request
 identification_succeeded = Signal()
 
 # Sent when the user cancelled at the broker, after the ABORTED row is committed.
 #   sender: the Identification class
 #   identification: the Identification row (status ABORTED)
 #   user: identification.user
-#   request: the HttpRequest of the callback
+#   request: the HttpRequest of the callback, or None outside a request
 identification_aborted = Signal()
 
 # Sent when the identification produced no accepted identity (the broker's Error URL,
@@ -48,7 +67,7 @@ identification_aborted = Signal()
 #   sender: the Identification class
 #   identification: the Identification row (status ERROR or REJECTED)
 #   user: identification.user
-#   request: the HttpRequest of the callback
+#   request: the HttpRequest of the callback, or None outside a request
 identification_failed = Signal()
 
 

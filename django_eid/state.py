@@ -1,17 +1,23 @@
-"""One-time callback state kept in the user's Django session.
+"""What django-eid keeps in the user's Django session: the browser's side of the flow.
 
 Starting a session remembers its reference; a callback is accepted only from a
-browser that holds it, and using it removes it. A small cap keeps parallel tabs
-working without letting the session grow without bound.
+browser that holds it, and using it removes it. A gate remembers why it sent the
+user to verify (shown on the start page) and keeps a form the user had sent, once,
+for after the verification. Every entry is capped and ages out, so parallel tabs work
+without letting the session grow without bound.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import time
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 from django.http import HttpRequest
 
+from django_eid import outcomes
 from django_eid.conf import eid_settings
 
 SESSION_KEY: Final = "django_eid_pending"
@@ -80,3 +86,134 @@ def consume(request: HttpRequest, reference: str) -> None:
     frames = _frames(request)
     if frames.pop(reference, None) is not None:
         request.session[FRAMES_KEY] = frames
+
+
+# -- what a gate asked for (``django_eid.decorators``) -------------------------------------
+#: Per destination (the start's ``next``): why a gate sent the user, and what it requires of
+#: the identification they are about to start (the same person, the providers).
+DEMANDS_KEY: Final = "django_eid_demands"
+#: Forms a gate kept while the user verifies, by one-time token.
+KEPT_KEY: Final = "django_eid_kept"
+#: How many of each a browser keeps; the oldest go first.
+MAX_DEMANDS: Final = 8
+MAX_KEPT: Final = 4
+#: The largest form kept (names and values, in characters); a bigger one is sent again by hand.
+MAX_KEPT_SIZE: Final = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a gate asked of the identification the user starts for ``next``.
+
+    ``codes`` are the conditions the user failed (:mod:`django_eid.outcomes`' gate reasons),
+    ``message`` the gate's own explanation instead of the defaults.
+    """
+
+    codes: tuple[str, ...] = ()
+    message: str = ""
+    min_age: int | None = None
+    same_person: bool = False
+    providers: tuple[str, ...] | None = None
+
+    def reasons(self) -> list[str]:
+        """What the start page tells the user, in the active language."""
+        if self.message:
+            return [self.message]
+        return [outcomes.gate_reason(code, min_age=self.min_age) for code in self.codes]
+
+
+def _fresh(entries: object) -> dict[str, dict[str, Any]]:
+    """The entries of a session dict younger than ``SESSION_MAX_AGE``."""
+    if not isinstance(entries, dict):
+        return {}
+    oldest = time.time() - eid_settings.SESSION_MAX_AGE
+    return {
+        str(key): value
+        for key, value in entries.items()
+        if isinstance(value, dict)
+        and isinstance(value.get("at"), int | float)
+        and value["at"] >= oldest
+    }
+
+
+def _capped(entries: dict[str, dict[str, Any]], cap: int) -> dict[str, dict[str, Any]]:
+    newest = sorted(entries, key=lambda key: entries[key]["at"], reverse=True)[:cap]
+    return {key: entries[key] for key in newest}
+
+
+def require(request: HttpRequest, next_url: str, demand: Demand) -> None:
+    """Remember that a gate sends the user to verify, then on to ``next_url``."""
+    demands = _fresh(request.session.get(DEMANDS_KEY))
+    value = dataclasses.asdict(demand)
+    value["at"] = time.time()
+    demands[next_url] = value
+    request.session[DEMANDS_KEY] = _capped(demands, MAX_DEMANDS)
+
+
+def demand(request: HttpRequest, next_url: str) -> Demand:
+    """What a gate asked for ``next_url``; an empty :class:`Demand` when none did."""
+    if not next_url or not hasattr(request, "session"):
+        return Demand()
+    value = _fresh(request.session.get(DEMANDS_KEY)).get(next_url)
+    if value is None:
+        return Demand()
+    providers = value.get("providers")
+    min_age = value.get("min_age")
+    return Demand(
+        codes=tuple(str(code) for code in value.get("codes") or ()),
+        message=str(value.get("message") or ""),
+        min_age=min_age if isinstance(min_age, int) else None,
+        same_person=value.get("same_person") is True,
+        providers=None if providers is None else tuple(str(p) for p in providers),
+    )
+
+
+def forget_demand(request: HttpRequest, next_url: str) -> None:
+    """The identification for ``next_url`` has started: the gate's demand travels with it."""
+    demands = _fresh(request.session.get(DEMANDS_KEY))
+    if demands.pop(next_url, None) is not None:
+        request.session[DEMANDS_KEY] = demands
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A form a gate kept: where it was sent, and its fields (in order, repeats kept)."""
+
+    path: str
+    fields: list[tuple[str, str]]
+
+
+def keep(request: HttpRequest, path: str, fields: list[tuple[str, str]]) -> str | None:
+    """Keep a form until the user has verified; the one-time token, or ``None`` if too big."""
+    if sum(len(name) + len(value) for name, value in fields) > MAX_KEPT_SIZE:
+        return None
+    kept = _fresh(request.session.get(KEPT_KEY))
+    token = secrets.token_urlsafe(24)
+    user = getattr(request, "user", None)
+    kept[token] = {
+        "at": time.time(),
+        "user": str(getattr(user, "pk", "")),
+        "path": path,
+        "fields": [list(pair) for pair in fields],
+    }
+    request.session[KEPT_KEY] = _capped(kept, MAX_KEPT)
+    return token
+
+
+def resume(request: HttpRequest, token: str) -> Kept | None:
+    """The form kept under ``token`` for this user, removed (used once); ``None`` if none."""
+    kept = _fresh(request.session.get(KEPT_KEY))
+    value = kept.pop(token, None) if len(token) <= 64 else None
+    if KEPT_KEY in request.session:
+        request.session[KEPT_KEY] = kept
+    if value is None:
+        return None
+    user = getattr(request, "user", None)
+    if value.get("user") != str(getattr(user, "pk", "")):
+        return None  # another account's form (the session survived a change of user)
+    fields = [
+        (str(pair[0]), str(pair[1]))
+        for pair in value.get("fields") or ()
+        if isinstance(pair, list) and len(pair) == 2
+    ]
+    return Kept(path=str(value.get("path") or "/"), fields=fields)

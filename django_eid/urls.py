@@ -13,4 +13,5 @@ urlpatterns = [
     path("return/<str:reference>/abort/", views.AbortView.as_view(), name="abort"),
     path("return/<str:reference>/error/", views.ErrorView.as_view(), name="error"),
     path("result/<str:reference>/", views.ResultView.as_view(), name="result"),
+    path("resume/<str:token>/", views.ResumeView.as_view(), name="resume"),
 ]

@@ -10,7 +10,6 @@ message in both places.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -21,12 +20,9 @@ from django.conf import settings
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
 from django_eid.records import is_http_url
+from django_eid.vocabulary import LANGUAGES, PROVIDER_RE
 
-#: The broker's ``Language`` codes.
-LANGUAGES: Final = ("NO", "EN", "SV", "DA", "FI")
 TOKEN_AUTH_METHODS: Final = ("basic", "post")
-#: Upper-case words joined by underscores, as the interface document describes.
-PROVIDER_RE: Final = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*\Z")
 
 
 @dataclass(frozen=True)
@@ -55,6 +51,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_encryption_keys(s),
         *_positive_integers(s),
         *_callback_cookie(s),
+        *_site_rules(s),
     ]
 
 
@@ -221,4 +218,26 @@ def _callback_cookie(s: EidSettings) -> Iterator[Problem]:
             "Browsers do not send a Strict session cookie on the broker's redirect back; "
             "without the interstitial every callback is refused. Enable "
             "CALLBACK_INTERSTITIAL or use 'Lax'.",
+        )
+
+
+def _site_rules(s: EidSettings) -> Iterator[Problem]:
+    min_age = s.raw("MIN_AGE")
+    if min_age is not None and (
+        isinstance(min_age, bool) or not isinstance(min_age, int) or not 0 < min_age < 150
+    ):
+        yield Problem(
+            "django_eid.E020",
+            "error",
+            "DJANGO_EID['MIN_AGE'] must be None or a whole number of years between 1 and 149.",
+        )
+    if s.ONE_ACCOUNT_PER_PERSON and not s.GET_SOCIAL_SECURITY_NUMBER:
+        yield Problem(
+            "django_eid.W011",
+            "warning",
+            "DJANGO_EID['ONE_ACCOUNT_PER_PERSON'] is on without GET_SOCIAL_SECURITY_NUMBER: "
+            "a person is then recognised by their unique id at one eID provider only.",
+            "One person can verify one account per eID provider (BankID on one account, "
+            "Buypass on another). Set GET_SOCIAL_SECURITY_NUMBER to match persons across "
+            "providers by their national identity number.",
         )

@@ -69,7 +69,12 @@ SITE_SETTINGS = """
 SITE_URLS = """
     from django.urls import include, path
 
-    urlpatterns = [path("eid/", include("django_eid.urls"))]  # step 3
+    from yourapp.views import payout_account
+
+    urlpatterns = [
+        path("eid/", include("django_eid.urls")),  # step 3
+        path("payout/", payout_account),  # step 8
+    ]
 """
 
 
@@ -78,6 +83,7 @@ def test_the_readme_names_every_file_a_newcomer_writes() -> None:
         "yourapp/models.py",
         "yourapp/receivers.py",
         "yourapp/apps.py",
+        "yourapp/views.py",
         "tests/test_verification.py",
     }
 
@@ -85,7 +91,12 @@ def test_the_readme_names_every_file_a_newcomer_writes() -> None:
 def test_the_readme_site_passes_the_readme_tests(pytester: pytest.Pytester) -> None:
     blocks = python_blocks()
     pytester.mkpydir("yourapp")
-    for path in ("yourapp/models.py", "yourapp/receivers.py", "yourapp/apps.py"):
+    for path in (
+        "yourapp/models.py",
+        "yourapp/receivers.py",
+        "yourapp/apps.py",
+        "yourapp/views.py",
+    ):
         (pytester.path / path).write_text(blocks[path], encoding="utf-8")
     pytester.makepyfile(
         site_settings=textwrap.dedent(SITE_SETTINGS),
@@ -94,4 +105,4 @@ def test_the_readme_site_passes_the_readme_tests(pytester: pytest.Pytester) -> N
     )
     pytester.makeini("[pytest]\nDJANGO_SETTINGS_MODULE = site_settings\npythonpath = .\n")
     result = pytester.runpytest_subprocess("--ds=site_settings", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)

@@ -226,11 +226,12 @@ def test_someone_else_typed_in(client: Client) -> None:
     response = client.post(path, data)
     assert response.status_code == 400
     assert "Required for someone else." in response.content.decode()
-    data.update(date_of_birth="1960-02-29", national_identity_number="29026012345")
+    # A valid Norwegian number for 29 February 1960 (individual number 124; check digits 2, 0).
+    data.update(date_of_birth="1960-02-29", national_identity_number="29026012420")
     assert client.post(path, data).status_code == 302
     record = retrieve(client, request_id).json()
     assert (record["Name"], record["DateOfBirth"]) == ("Olsen, Per", "290260")
-    assert record["SocialSecurityNumber"] == "29026012345"
+    assert record["SocialSecurityNumber"] == "29026012420"
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
+from django_eid import vocabulary
 from django_eid.sandbox.persons import Person
 from django_eid.sandbox.store import Store, now
 from django_eid.sandbox.wire import (
@@ -38,8 +39,6 @@ from django_eid.sandbox.wire import (
     parse_form,
 )
 
-#: The five scopes of the interface document; any other is ``invalid_scope``.
-SCOPES: Final = frozenset({"document_read", "document_write", "document_file", "event", "identify"})
 #: Seconds a session is kept after its last change.
 SESSION_LIFETIME: Final = 3600
 _ALPHANUMERIC: Final = string.ascii_letters + string.digits
@@ -170,7 +169,7 @@ class SandboxBroker:
         scopes = params.get("scope", "").split()
         if not scopes:
             raise oauth_error("invalid_request", "'scope' is required.")
-        unknown = sorted(set(scopes) - SCOPES)
+        unknown = sorted(set(scopes) - vocabulary.SCOPES)
         if unknown:
             raise oauth_error("invalid_scope", f"Unknown scope(s): {' '.join(unknown)}.")
         issued = self.clock()
@@ -299,8 +298,8 @@ class SandboxBroker:
         session = self.session(request_id)
         if session is None:
             raise UnknownSession(request_id[:40])
-        if session.status == "CREATED":
-            session.status = "USERINITIATED"
+        if session.status == vocabulary.CREATED:
+            session.status = vocabulary.USER_INITIATED
             self._save(session)
         return session
 
@@ -324,14 +323,14 @@ class SandboxBroker:
             user_agent=user_agent,
             ip_address=ip_address,
         )
-        session.status = "SUCCESS"
+        session.status = vocabulary.SUCCESS
         self._save(session)
         return self.return_url(session)
 
     def abort(self, request_id: str) -> str:
         """The person cancelled; returns the Abort URL with ``[1]`` and ``[2]`` filled."""
         session = self._pending(request_id)
-        session.status = "USERABORTED"
+        session.status = vocabulary.USER_ABORTED
         self._save(session)
         return self.return_url(session)
 
@@ -340,7 +339,7 @@ class SandboxBroker:
         if not (0 < len(status) <= 64 and all(32 < ord(c) < 127 for c in status)):
             raise ValueError("the error status is a short code of printable ASCII")
         session = self._pending(request_id)
-        session.status = "ERROR"
+        session.status = vocabulary.ERROR
         session.error = {
             "NativeErrorCode": f"SANDBOX-{status}",
             "ErrorCode": status,
@@ -352,14 +351,19 @@ class SandboxBroker:
     @staticmethod
     def return_url(session: Session) -> str:
         """Where the person goes now that ``session`` ended, placeholders filled."""
-        if session.status == "SUCCESS":
+        if session.status == vocabulary.SUCCESS:
             url = session.return_urls["Success"]
-        elif session.status == "USERABORTED":
+        elif session.status == vocabulary.USER_ABORTED:
             url = session.return_urls["Abort"]
-        elif session.status == "ERROR":
-            status = (session.error or {}).get("ErrorCode", "UNKNOWN")
-            return fill_placeholders(session.return_urls["Error"], {"[0]": status})
+        elif session.status == vocabulary.ERROR:
+            status = (session.error or {}).get("ErrorCode", vocabulary.UNKNOWN)
+            return fill_placeholders(
+                session.return_urls["Error"], {vocabulary.ERROR_STATUS: status}
+            )
         else:
             raise SessionError(f"session in status {session.status} has no return URL")
-        ids = {"[1]": session.request_id, "[2]": session.external_reference or ""}
+        ids = {
+            vocabulary.REQUEST_ID: session.request_id,
+            vocabulary.EXTERNAL_ID: session.external_reference or "",
+        }
         return fill_placeholders(url, ids)

@@ -21,13 +21,13 @@ from django.core.cache import caches
 
 from django_eid import client
 from django_eid.conf import eid_settings
-from django_eid.records import IN_PROGRESS
 from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Fault, Faults, Raised, encode
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Session
 from django_eid.tokens import entry_keys
+from django_eid.vocabulary import IN_PROGRESS, SESSION_PATH
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
@@ -62,7 +62,7 @@ class EidBroker:
         self.token_url = token_url
         self.session_url = session_url
         self.store = MemoryStore(clock)
-        login_base = session_url.rsplit("/identification/session", 1)[0]
+        login_base = session_url.rsplit(SESSION_PATH, 1)[0]
         self.broker = SandboxBroker(
             self.store,
             client_id=client_id,

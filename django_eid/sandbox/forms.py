@@ -6,11 +6,13 @@ import datetime
 from typing import Any
 
 from django import forms
-from django.core.validators import RegexValidator
 from django.utils.translation import gettext_lazy as _
 
+from django_eid import national_id, vocabulary
+from django_eid.exceptions import InvalidNationalIdentityNumber
 from django_eid.sandbox.persons import Person, Persons, custom_person
-from django_eid.sandbox.wire import ERROR_STATUSES, PROVIDERS
+from django_eid.sandbox.wire import ERROR_STATUSES
+from django_eid.vocabulary import PROVIDERS
 
 CUSTOM = "CUSTOM"
 IDENTIFY, ABORT, FAIL = "identify", "abort", "fail"
@@ -46,10 +48,13 @@ class LoginForm(forms.Form):
     )
     national_identity_number = forms.CharField(
         label=_("National identity number"),
-        help_text=_("11 digits; leave empty to have one made up from the date of birth."),
+        help_text=_(
+            "A Norwegian, Swedish, Danish or Finnish number, in the format of the provider's "
+            "country; leave empty to have one made up from the date of birth."
+        ),
         required=False,
-        validators=[RegexValidator(r"^[0-9]{11}\Z", _("Enter exactly 11 digits."))],
-        widget=forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "off"}),
+        max_length=20,
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )
     error_status = forms.ChoiceField(
         label=_("Error status"), choices=[(s, s) for s in ERROR_STATUSES], required=False
@@ -83,9 +88,19 @@ class LoginForm(forms.Form):
             if not data.get(name) and name not in self.errors:
                 self.add_error(name, _("Required for someone else."))
         born = data.get("date_of_birth")
-        # The 11-digit format encodes births from 1900 to 2039 only.
+        # Every country's format encodes births from 1900 to today.
         if born and not (datetime.date(1900, 1, 1) <= born <= datetime.date.today()):
             self.add_error("date_of_birth", _("Between 1900 and today."))
+        number = data.get("national_identity_number")
+        if number:
+            country = vocabulary.provider_country(data.get("provider"))
+            try:
+                data["national_identity_number"] = national_id.parse(number, country=country).number
+            except InvalidNationalIdentityNumber:
+                self.add_error(
+                    "national_identity_number",
+                    _("This is not a valid national identity number of the provider's country."),
+                )
         return data
 
     def chosen_person(self) -> Person:
@@ -101,4 +116,5 @@ class LoginForm(forms.Form):
             last_name=data["last_name"],
             birth_date=data["date_of_birth"],
             national_identity_number=data["national_identity_number"] or None,
+            identity_provider=data.get("provider") or "NO_BANKID_WEB",
         )

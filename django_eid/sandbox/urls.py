@@ -8,11 +8,12 @@ Mount with ``path("eid-sandbox/", include("django_eid.sandbox.urls"))`` and set 
 from django.urls import path
 
 from django_eid.sandbox import views
+from django_eid.vocabulary import SESSION_PATH, TOKEN_PATH
 
 app_name = "django_eid_sandbox"
 
 urlpatterns = [
-    path("oauth/connect/token", views.TokenView.as_view(), name="token"),
-    path("identification/session", views.SessionView.as_view(), name="session"),
+    path(TOKEN_PATH.lstrip("/"), views.TokenView.as_view(), name="token"),
+    path(SESSION_PATH.lstrip("/"), views.SessionView.as_view(), name="session"),
     path("login/<str:request_id>/", views.LoginView.as_view(), name="login"),
 ]

@@ -22,13 +22,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 
-from django_eid.conf import BROKER_TO_DJANGO_LANGUAGE, eid_settings
+from django_eid.conf import eid_settings
 from django_eid.sandbox.broker import SandboxBroker, SessionError, UnknownSession
 from django_eid.sandbox.checks import sandbox_enabled
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.store import CacheStore
 from django_eid.sandbox.wire import Reply, Session
+from django_eid.vocabulary import BROKER_TO_DJANGO_LANGUAGE
 
 
 class SandboxView(View):

@@ -16,20 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qs, quote
 
-from django_eid.records import IN_PROGRESS, is_http_url, lower_keys
-from django_eid.validation import LANGUAGES, PROVIDER_RE
+from django_eid.records import is_http_url, lower_keys
+from django_eid.vocabulary import CREATED, IN_PROGRESS, LANGUAGES, PROVIDER_RE
 
-#: Providers the login page offers when the session leaves the choice open.
-PROVIDERS: Final = (
-    "NO_BANKID_WEB",
-    "NO_BANKID_MOBILE",
-    "NO_BUYPASS",
-    "SWE_BANKID",
-    "SWE_BANKID_MOBILE",
-    "DA_NEMID",
-    "FI_TUPAS",
-    "FI_MOBIILIVARMENNE",
-)
 #: Statuses the login page offers for ``[0]``; the real list is not published.
 ERROR_STATUSES: Final = ("TIMEOUT", "LOGIN", "PKI_BLOCKED", "INVALIDATED", "INTERNAL_ERROR")
 #: A parent domain for iframe display: a host name or IP, optional port, no scheme.
@@ -74,7 +63,7 @@ class Session:
     language: str | None = None
     get_social_security_number: bool = False
     iframe_domain: str | None = None
-    status: str = "CREATED"
+    status: str = CREATED
     identity: dict[str, Any] | None = None  # record fields, once identified
     error: dict[str, str] | None = None
     created_at: float = 0.0

@@ -16,6 +16,7 @@ from django.test import Client
 from urllib3.exceptions import NewConnectionError
 
 from tests.conftest import reset_eid_state
+from tests.fixtures_broker import SAMPLE
 from tests.hostile.conftest import (
     EVIL,
     FakeBroker,
@@ -289,9 +290,15 @@ def test_an_answer_outside_the_contract_becomes_a_502(
 
 TOLERATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # record overrides: the stored fields
-    "DateOfBirth: abc": ({"DateOfBirth": "abc"}, {"date_of_birth": None}),
-    "DateOfBirth: 320299": ({"DateOfBirth": "320299"}, {"date_of_birth": None}),
-    "DateOfBirth: 290201": ({"DateOfBirth": "290201"}, {"date_of_birth": None}),
+    # An unusable DateOfBirth: the national identity number carries the date.
+    "DateOfBirth: abc": ({"DateOfBirth": "abc"}, {"date_of_birth": SAMPLE.birth_date}),
+    "DateOfBirth: 320299": ({"DateOfBirth": "320299"}, {"date_of_birth": SAMPLE.birth_date}),
+    "DateOfBirth: 290201": ({"DateOfBirth": "290201"}, {"date_of_birth": SAMPLE.birth_date}),
+    # ... and without the number, the date is unknown.
+    "DateOfBirth: abc, no number": (
+        {"DateOfBirth": "abc", "SocialSecurityNumber": None},
+        {"date_of_birth": None, "social_security_number": None},
+    ),
     "nulls everywhere but the id and status": (
         {**ALL_NULL, "Status": "SUCCESS"},
         {"name": "", "social_security_number": None, "date_of_birth": None, "raw_keys": 12},

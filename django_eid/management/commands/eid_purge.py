@@ -17,11 +17,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
+from django_eid import claims
 from django_eid.conf import eid_settings
-from django_eid.models import Identification, PersonClaim
+from django_eid.models import Identification
 
 _AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -47,6 +47,8 @@ PERSONAL_FIELDS: dict[str, Any] = {
     "ip_address": None,
     "metadata": {},
     "raw": {},
+    "national_id_country": "",
+    "national_id_kind": "",
 }
 
 
@@ -100,17 +102,14 @@ class Command(BaseCommand):
         stale = Identification.objects.stale(eid_settings.SESSION_MAX_AGE)
         old = Identification.objects.finished().filter(created_at__lt=cutoff)
         if options["anonymize"]:
-            # Rows already anonymized (every personal field blank) need no second pass.
-            blank = Q()
-            for name, value in PERSONAL_FIELDS.items():
-                blank &= Q(**{f"{name}__isnull": True} if value is None else {name: value})
-            old = old.exclude(blank)
+            # Rows already anonymized need no second pass.
+            old = old.filter(anonymized_at__isnull=True)
         if options["dry_run"]:
             verb = "anonymize" if options["anonymize"] else "delete"
             # A run expires the stale rows first; those older than the cutoff then go too.
             also = stale.filter(created_at__lt=cutoff)
             if options["anonymize"]:
-                also = also.exclude(blank)
+                also = also.filter(anonymized_at__isnull=True)
             self.stdout.write(f"Would expire {stale.count()} stale pending identification(s).")
             self.stdout.write(
                 f"Would {verb} {old.count() + also.count()} finished identification(s) "
@@ -123,8 +122,8 @@ class Command(BaseCommand):
             if options["anonymize"]:
                 # A row without the identity no longer holds the person for its account
                 # (ONE_ACCOUNT_PER_PERSON); deleted rows take their claims with them.
-                PersonClaim.objects.filter(identification__in=old).delete()
-                changed = old.update(**PERSONAL_FIELDS)
+                claims.release(old)
+                changed = old.update(**PERSONAL_FIELDS, anonymized_at=now)
                 self.stdout.write(
                     f"Anonymized {changed} finished identification(s) older than {age}."
                 )

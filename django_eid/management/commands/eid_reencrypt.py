@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import IntegrityError, models, transaction
+from django.db import models, transaction
 from django.db.models.functions import Cast
 
-from django_eid import crypto
-from django_eid.models import Identification, PersonClaim
+from django_eid import claims, crypto
+from django_eid.models import Identification
 
 
 class Command(BaseCommand):
@@ -58,20 +58,6 @@ class Command(BaseCommand):
                     raise CommandError(f"identification {pk}: {err}") from err
                 if row is not None and row.social_security_number:  # None: purged meanwhile
                     row.save(update_fields=["social_security_number"])
-                    _reclaim(row)
+                    claims.rekey(row)
                     done += 1
         self.stdout.write(f"Re-encrypted {done} identification(s) under the first key.")
-
-
-def _reclaim(row: Identification) -> None:
-    """Move the row's claim on its number to the key under the first encryption key."""
-    key = PersonClaim.ssn_key(str(row.social_security_number_hash))
-    stale = PersonClaim.objects.filter(identification=row, key__startswith=PersonClaim.SSN)
-    try:
-        with transaction.atomic():
-            stale.exclude(key=key).update(key=key)
-    except IntegrityError:
-        # Already claimed under the new key, by a newer identification of the same account
-        # (one claim is enough), or of another one verified while the setting was off
-        # (whose claim then stands; the query of ONE_ACCOUNT_PER_PERSON sees both rows).
-        stale.exclude(key=key).delete()

@@ -1,0 +1,174 @@
+"""Who a verified identification is: the person keys, one account per person, the same person.
+
+A person has up to two keys: their provider and unique id there (``uid:``), and their
+national identity number's lookup hash (``ssn:``). Two identifications are the same person
+when they share a key. ``ONE_ACCOUNT_PER_PERSON`` holds each key of a verified person in a
+:class:`~django_eid.models.PersonClaim` row with a unique key, written in the transaction of
+the ``SUCCESS``; this module is the whole of that rule: claiming, releasing, re-keying after
+a key rotation, and comparing two identifications.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q, QuerySet
+
+from django_eid import crypto
+from django_eid.models import Identification, PersonClaim
+
+Status = Identification.Status
+
+
+class PersonTaken(Exception):
+    """Another account holds a successful identification of this person."""
+
+
+def uid_key(identification: Identification) -> str | None:
+    """The ``uid:`` key: provider and unique id at the provider, as stored (or ``None``).
+
+    The unique id is stored in clear on the identification, so its key is a plain SHA-256
+    (stable across key rotations); a claim never outlives its row.
+    """
+    provider = identification.identity_provider
+    unique_id = identification.identity_provider_unique_id
+    if not (provider and unique_id):
+        return None
+    pair = json.dumps([provider, unique_id]).encode()
+    return PersonClaim.UID + hashlib.sha256(pair).hexdigest()
+
+
+def ssn_key(lookup_hash: str) -> str:
+    """The ``ssn:`` key of a national identity number, from its stored lookup hash."""
+    return PersonClaim.SSN + lookup_hash
+
+
+def keys(identification: Identification) -> list[str]:
+    """The keys of the person ``identification`` stores (its stored, truncated values).
+
+    Sorted, so that two transactions claiming the same keys lock them in the same order.
+    """
+    found = [uid_key(identification)]
+    if identification.social_security_number_hash:
+        found.append(ssn_key(identification.social_security_number_hash))
+    return sorted(key for key in found if key)
+
+
+def same_person(new: Identification, old: Identification) -> bool:
+    """Whether ``new`` and ``old`` share a person key.
+
+    ``new`` must hold its number in clear (it was just received, or loaded and decrypted);
+    ``old``'s number is matched through its stored hash under every configured key, so an
+    identification from before a key rotation still matches.
+    """
+    key = uid_key(new)
+    if key is not None and key == uid_key(old):
+        return True
+    number = _number(new)
+    if number and old.social_security_number_hash:
+        return old.social_security_number_hash in crypto.lookup_hashes(number)
+    return False
+
+
+def _number(identification: Identification) -> str | None:
+    try:
+        return identification.social_security_number or None
+    except crypto.DecryptionError:
+        # A number under a removed key proves nothing; the provider's unique id may still.
+        return None
+
+
+def account_person(user: Any, *, before: Identification | None = None) -> Identification | None:
+    """The identification that says who the account ``user`` is, or ``None``.
+
+    That is the account's first verified identification still stored (anonymized ones do
+    not count): a later verification of somebody else must not become the reference that
+    the next ``same_person`` check compares against. ``before`` leaves that row out.
+    """
+    rows = Identification.objects.verified().filter(user=user)
+    if before is not None:
+        rows = rows.exclude(pk=before.pk)
+    return rows.order_by("completed_at", "pk").first()
+
+
+def claim(row: Identification) -> None:
+    """Claim the person of ``row`` (just made ``SUCCESS``) for its account.
+
+    Call it inside the transaction of the ``SUCCESS`` transition. Raises
+    :class:`PersonTaken` when another account holds a successful identification of the
+    person; the caller's rollback then undoes the claims written here (another account's
+    claim overwritten below is restored with it). The claims' unique key makes this hold
+    for two accounts finishing at once: the second INSERT waits for the first transaction
+    and, once that committed, the query below sees its row. The query itself finds what
+    has no claim of the current key: rows from before the setting was on, or from before a
+    key rotation. Claiming a key this account already holds moves it to the new row.
+    """
+    found = keys(row)
+    if not found:
+        return
+    PersonClaim.objects.bulk_create(
+        [PersonClaim(key=key, identification=row) for key in found],
+        update_conflicts=True,
+        update_fields=["identification"],
+        # MySQL's ON DUPLICATE KEY UPDATE takes no conflict target.
+        unique_fields=["key"]
+        if connection.features.supports_update_conflicts_with_target
+        else None,
+    )
+    if _verified_elsewhere(row):
+        raise PersonTaken
+
+
+def _verified_elsewhere(row: Identification) -> bool:
+    """Another account holds a successful identification of the person ``row`` stores.
+
+    Matches what is stored (truncated values), and the number's lookup hash under every
+    configured key, so rows from before a key rotation count.
+    """
+    match = Q()
+    if row.identity_provider and row.identity_provider_unique_id:
+        match |= Q(
+            identity_provider=row.identity_provider,
+            identity_provider_unique_id=row.identity_provider_unique_id,
+        )
+    number = _number(row)
+    if number:
+        match |= Q(social_security_number_hash__in=crypto.lookup_hashes(number))
+    if not match:
+        return False
+    return (
+        Identification.objects.filter(match, status=Status.SUCCESS)
+        .exclude(user_id=row.user_id)
+        .exists()
+    )
+
+
+def release(identifications: QuerySet[Identification] | Identification) -> int:
+    """Free the persons of ``identifications``: they no longer hold the identity."""
+    if isinstance(identifications, Identification):
+        claims = PersonClaim.objects.filter(identification=identifications)
+    else:
+        claims = PersonClaim.objects.filter(identification__in=identifications)
+    deleted, _ = claims.delete()
+    return deleted
+
+
+def rekey(row: Identification) -> None:
+    """Move ``row``'s claim on its number to the key under the current encryption key.
+
+    Call it after the row was saved under the current key (``eid_reencrypt``), so that new
+    identifications, which claim under the current key, still collide with it.
+    """
+    key = ssn_key(str(row.social_security_number_hash))
+    stale = PersonClaim.objects.filter(identification=row, key__startswith=PersonClaim.SSN)
+    try:
+        with transaction.atomic():
+            stale.exclude(key=key).update(key=key)
+    except IntegrityError:
+        # Already claimed under the new key, by a newer identification of the same account
+        # (one claim is enough), or of another one verified while the setting was off
+        # (whose claim then stands; the query of ONE_ACCOUNT_PER_PERSON sees both rows).
+        stale.exclude(key=key).delete()

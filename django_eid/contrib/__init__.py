@@ -1,0 +1,1 @@
+"""Integrations with optional third-party packages; each module imports its package."""

@@ -1,0 +1,172 @@
+"""``eid_required``: a view only for users with a (recent, adult, ...) verified identity.
+
+A logged-out user goes to the login page, as with ``login_required``. A logged-in user who
+does not pass goes to ``django_eid:start``, which says why, and comes back afterwards; a
+form they had sent is kept and sent again after the verification. A request asking for
+JSON gets a 403 (or 401) JSON answer naming the start URL instead of a redirect.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from functools import wraps
+from typing import Any, TypeVar, overload
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http.response import HttpResponseRedirect
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import resolve_url
+from django.urls import reverse
+from django.utils.functional import Promise
+from django.utils.translation import gettext
+
+from django_eid import state
+from django_eid.requirements import Requirements, Verdict
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
+
+#: The content types of a form that can be kept and sent again (files cannot).
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """The client asked for JSON: it sent JSON, or JSON is the first type it accepts."""
+    if request.content_type == "application/json":
+        return True
+    for media in request.META.get("HTTP_ACCEPT", "").split(","):
+        kind = media.split(";")[0].strip().lower()
+        if kind in ("", "*/*"):
+            continue
+        return bool(kind == "application/json" or kind.endswith("+json"))
+    return False
+
+
+def gate(
+    request: HttpRequest, requirements: Requirements, *, login_url: str | None = None
+) -> HttpResponseBase | None:
+    """``None`` when ``request.user`` meets ``requirements``; else the answer that turns them
+    away (to the login page, or to verify their identity)."""
+    if not request.user.is_authenticated:
+        if wants_json(request):
+            body = {
+                "code": "login_required",
+                "message": gettext("Please log in."),
+                "login_url": resolve_url(login_url or settings.LOGIN_URL),
+            }
+            return JsonResponse(body, status=401)
+        return redirect_to_login(request.get_full_path(), login_url)
+    verdict = requirements.check(request.user)
+    if verdict.passed:
+        return None
+    return turn_away(request, requirements, verdict)
+
+
+def turn_away(
+    request: HttpRequest, requirements: Requirements, verdict: Verdict
+) -> HttpResponseBase:
+    """Send a logged-in user who failed ``requirements`` to verify their identity."""
+    start = reverse("django_eid:start")
+    demand = requirements.demand(verdict)
+    as_json = wants_json(request)
+    next_url = request.get_full_path()
+    if request.method == "POST" and not as_json:
+        token = _keep_form(request)
+        if token is not None:
+            next_url = reverse("django_eid:resume", args=[token])
+    # The start page reads it back: why the user is there, and what the gate requires.
+    state.require(request, next_url, demand)
+    start_url = f"{start}?{urlencode({'next': next_url})}"
+    if as_json:
+        body = {
+            "code": "eid_required",
+            "message": " ".join(demand.reasons()),
+            "reasons": list(verdict.reasons),
+            "start_url": start_url,
+        }
+        return JsonResponse(body, status=403)
+    return HttpResponseRedirect(start_url)
+
+
+def _keep_form(request: HttpRequest) -> str | None:
+    """Keep the POSTed form for after the verification; its token, or ``None`` if it can't be.
+
+    Only a form that passed the CSRF check (checked here again, since the view may be
+    exempt), without files, and small enough (:data:`django_eid.state.MAX_KEPT_SIZE`).
+    """
+    if request.content_type not in _FORM_TYPES or request.FILES:
+        return None
+    if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
+        return None
+    fields = [
+        (name, value)
+        for name, values in request.POST.lists()
+        if name != "csrfmiddlewaretoken"
+        for value in values
+    ]
+    return state.keep(request, request.get_full_path(), fields)
+
+
+def _no_response(request: HttpRequest) -> HttpResponse:  # pragma: no cover (never called)
+    raise AssertionError("the CSRF check calls no view")
+
+
+@overload
+def eid_required(view: _View, /) -> _View: ...
+
+
+@overload
+def eid_required(
+    view: None = None,
+    /,
+    *,
+    max_age: int | float | datetime.timedelta | None = None,
+    min_age: int | None = None,
+    providers: Iterable[str] | str | None = None,
+    same_person: bool = False,
+    message: str | Promise | None = None,
+    login_url: str | None = None,
+) -> Callable[[_View], _View]: ...
+
+
+def eid_required(
+    view: _View | None = None,
+    /,
+    *,
+    max_age: int | float | datetime.timedelta | None = None,
+    min_age: int | None = None,
+    providers: Iterable[str] | str | None = None,
+    same_person: bool = False,
+    message: str | Promise | None = None,
+    login_url: str | None = None,
+) -> _View | Callable[[_View], _View]:
+    """Let the view run only for users whose verified identity meets the conditions.
+
+    Usable bare (``@eid_required``: any verified identity) or with keyword arguments:
+    ``max_age`` (seconds or ``timedelta``: verified at most this long ago), ``min_age``
+    (whole years; an unknown age does not pass), ``providers`` (verified with one of
+    these), ``same_person`` (the person already verified on the account), ``message``
+    (what the start page says instead of the defaults), ``login_url``.
+    """
+    requirements = Requirements.of(
+        max_age=max_age,
+        min_age=min_age,
+        providers=providers,
+        same_person=same_person,
+        message=message,
+    )
+
+    def decorator(view_func: _View) -> _View:
+        @wraps(view_func)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            refusal = gate(request, requirements, login_url=login_url)
+            if refusal is not None:
+                return refusal
+            return view_func(request, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorator(view) if view is not None else decorator

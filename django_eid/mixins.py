@@ -1,0 +1,50 @@
+"""``EidRequiredMixin``: :func:`~django_eid.decorators.eid_required` for class-based views."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase
+from django.utils.functional import Promise
+
+from django_eid.decorators import gate
+from django_eid.requirements import Requirements
+
+
+class EidRequiredMixin:
+    """Let the view run only for users whose verified identity meets the class's conditions.
+
+    Put it first among the bases. The conditions are those of ``eid_required``, as class
+    attributes; override :meth:`get_eid_requirements` to decide them per request.
+    """
+
+    #: Verified at most this long ago (seconds or ``timedelta``); ``None``: any age.
+    eid_max_age: int | float | datetime.timedelta | None = None
+    #: The person is at least this many whole years old; an unknown age does not pass.
+    eid_min_age: int | None = None
+    #: Verified with one of these providers; ``None``: any.
+    eid_providers: Iterable[str] | None = None
+    #: The person already verified on the account.
+    eid_same_person: bool = False
+    #: What the start page says instead of the defaults.
+    eid_message: str | Promise | None = None
+    #: Where a logged-out user goes; ``None``: ``settings.LOGIN_URL``.
+    eid_login_url: str | None = None
+
+    def get_eid_requirements(self) -> Requirements:
+        return Requirements.of(
+            max_age=self.eid_max_age,
+            min_age=self.eid_min_age,
+            providers=self.eid_providers,
+            same_person=self.eid_same_person,
+            message=self.eid_message,
+        )
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        refusal = gate(request, self.get_eid_requirements(), login_url=self.eid_login_url)
+        if refusal is not None:
+            return refusal
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
