@@ -81,3 +81,6 @@ DJANGO_EID = {
     "AUTH_URL": "https://auth.broker.test",
     "SCOPES": ["identify"],
 }
+
+# tests/gated_views.py: the EidVerified permission answers JSON only.
+REST_FRAMEWORK = {"DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]}

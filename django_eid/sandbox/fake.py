@@ -97,7 +97,7 @@ class EidBroker:
         s = eid_settings
         return cls(
             token_url=s.TOKEN_URL,
-            session_url=f"{s.BASE_URL}/identification/session",
+            session_url=f"{s.BASE_URL}{SESSION_PATH}",
             client_id=s.CLIENT_ID,
             client_secret=s.CLIENT_SECRET,
             **{"token_lifetime": s.SANDBOX_TOKEN_LIFETIME, **options},

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from django_eid.sandbox.broker import SandboxBroker
-from django_eid.sandbox.persons import builtin_persons
+from django_eid.sandbox.persons import Person, builtin_persons
 from django_eid.sandbox.store import MemoryStore
 from django_eid.sandbox.wire import Reply
 
@@ -157,8 +157,11 @@ class BrokerStub:
         latency: float = 0.0,
         port: int = 0,
         max_hang: float = 60.0,
+        person: Person = SAMPLE,
     ) -> None:
         self.token_lifetime = token_lifetime
+        #: Who identifies in every session created.
+        self.person = person
         self.latency = latency
         self.max_hang = max_hang
         self.lock = threading.Lock()
@@ -199,7 +202,7 @@ class BrokerStub:
             if self._counted_call(authorization, reply) and reply.status == 200:
                 request_id = reply.body["RequestId"]
                 session = self.broker.session(request_id)
-                success_url = self.broker.identify(request_id, SAMPLE)
+                success_url = self.broker.identify(request_id, self.person)
                 self.counters.creates += 1
                 external = session.external_reference if session else None
                 self.sessions[request_id] = (external or "", success_url)

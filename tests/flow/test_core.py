@@ -1,0 +1,265 @@
+"""The flow core driven without HTTP, as a command or a JSON endpoint would drive it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+
+from django_eid import flow, outcomes
+from django_eid.client import ReturnUrls, get_client
+from django_eid.models import Identification
+from tests.fixtures_broker import SAMPLE
+from tests.flow.conftest import Broker, SignalLog
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+HOST = "shop.example"
+
+
+def absolute(path: str) -> str:
+    return f"https://{HOST}{path}"
+
+
+def start(user: AbstractBaseUser, **options: Any) -> flow.Started:
+    return flow.start(
+        user,
+        return_urls=lambda reference: flow.return_urls(reference, absolute),
+        host=HOST,
+        **options,
+    )
+
+
+def ids(row: Identification) -> dict[str, list[str]]:
+    """The query of a Success or Abort return, as the broker fills it in."""
+    assert row.request_id is not None
+    return {"requestId": [row.request_id], "externalId": [row.external_id]}
+
+
+def test_a_whole_identification_without_a_request(
+    alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
+) -> None:
+    started = start(alice, next_url="/account/")
+    row = started.identification
+    assert started.url.startswith("https://")
+    assert (row.status, row.user, row.next_url) == (Status.PENDING, alice, "/account/")
+    urls = broker.sent()["ReturnUrls"]
+    assert urls["Success"] == (
+        f"https://{HOST}/eid/return/{row.reference}/success/?requestId=[1]&externalId=[2]"
+    )
+    assert urls["Error"] == f"https://{HOST}/eid/return/{row.reference}/error/?status=[0]"
+
+    broker.will_return(row.request_id)  # the user identified at the broker
+    returned = flow.return_to(
+        flow.SUCCESS, user=alice, reference=row.reference, params=ids(row), browser_holds=True
+    )
+    assert returned.acted
+    assert returned.identification.status == Status.SUCCESS
+    assert returned.identification.name == SAMPLE.name
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert [kwargs["request"] for _, kwargs in signal_log.calls] == [None, None]
+    # A replay returns the finished row and does nothing.
+    again = flow.return_to(
+        flow.SUCCESS, user=alice, reference=row.reference, params=ids(row), browser_holds=False
+    )
+    assert (again.acted, again.identification.status) == (False, Status.SUCCESS)
+    assert len(broker.get_calls) == 1
+
+
+def test_complete_stores_a_record_retrieved_by_the_caller(
+    alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
+) -> None:
+    row = start(alice).identification
+    assert row.request_id is not None
+    broker.will_return(row.request_id)
+    record = get_client().get_session(row.request_id)
+    assert flow.complete(row, record) is True
+    assert Identification.objects.get(pk=row.pk).status == Status.SUCCESS
+    assert flow.complete(row, record) is False  # finished already: nothing happens
+    assert signal_log.names.count("identification_succeeded") == 1
+
+
+def test_a_record_in_progress_leaves_the_row_pending(
+    alice: AbstractBaseUser, broker: Broker
+) -> None:
+    row = start(alice).identification
+    assert row.request_id is not None
+    broker.will_return(row.request_id, "USERINITIATED")
+    with pytest.raises(flow.Refused) as refused:
+        flow.complete(row, get_client().get_session(row.request_id))
+    assert refused.value.outcome is outcomes.IN_PROGRESS
+    assert refused.value.outcome.status == 409
+    assert Identification.objects.get(pk=row.pk).status == Status.PENDING
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "signal"),
+    [
+        (flow.ABORT, Status.ABORTED, "identification_aborted"),
+        (flow.ERROR, Status.ERROR, "identification_failed"),
+    ],
+)
+def test_abort_and_error_returns_without_a_request(
+    alice: AbstractBaseUser,
+    broker: Broker,
+    signal_log: SignalLog,
+    kind: str,
+    status: str,
+    signal: str,
+) -> None:
+    row = start(alice).identification
+    params = ids(row) if kind == flow.ABORT else {"status": ["TIMEOUT"]}
+    returned = flow.return_to(
+        kind, user=alice, reference=row.reference, params=params, browser_holds=True
+    )
+    assert (returned.acted, returned.identification.status) == (True, status)
+    assert signal_log.names == ["identification_started", signal]
+
+
+@pytest.mark.parametrize(
+    ("change", "outcome"),
+    [
+        ({"browser_holds": False}, outcomes.NOT_THIS_BROWSER),
+        ({"params": {"requestId": ["nope"], "externalId": ["nope"]}}, outcomes.ANSWER_MISMATCH),
+        ({"reference": "x" * 40}, outcomes.INVALID_LINK),
+        ({"reference": "not a reference"}, outcomes.INVALID_LINK),
+    ],
+)
+def test_a_return_that_is_not_this_users_or_browsers_is_refused(
+    alice: AbstractBaseUser, broker: Broker, change: dict[str, Any], outcome: outcomes.Outcome
+) -> None:
+    row = start(alice).identification
+    arguments: dict[str, Any] = {
+        "user": alice,
+        "reference": row.reference,
+        "params": ids(row),
+        "browser_holds": True,
+        **change,
+    }
+    with pytest.raises(flow.Refused) as refused:
+        flow.return_to(flow.SUCCESS, **arguments)
+    assert refused.value.outcome is outcome
+    assert Identification.objects.get(pk=row.pk).status == Status.PENDING
+    assert broker.get_calls == []
+
+
+def test_another_users_reference_is_an_invalid_link(
+    alice: AbstractBaseUser, bob: AbstractBaseUser, broker: Broker
+) -> None:
+    row = start(alice).identification
+    with pytest.raises(flow.Refused) as refused:
+        flow.return_to(
+            flow.SUCCESS, user=bob, reference=row.reference, params=ids(row), browser_holds=True
+        )
+    assert refused.value.outcome is outcomes.INVALID_LINK
+
+
+# -- the rules of a start --------------------------------------------------------------------------
+def test_the_pending_limit_refuses_before_the_broker_is_called(
+    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+) -> None:
+    eid(MAX_PENDING_PER_USER=2)
+    start(alice)
+    start(alice)
+    with pytest.raises(flow.Refused) as refused:
+        start(alice)
+    assert refused.value.outcome is outcomes.TOO_MANY_PENDING
+    assert refused.value.outcome.status == 429
+    assert len(broker.create_requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "provider", "restrict", "code", "chosen"),
+    [
+        ({}, None, None, None, None),  # the user chooses at the broker
+        ({}, "NO_BANKID_WEB", None, None, "NO_BANKID_WEB"),
+        ({}, "no_bankid", None, "provider_malformed", None),
+        ({"IDENTITY_PROVIDER": "NO_BUYPASS"}, None, None, None, "NO_BUYPASS"),
+        ({"IDENTITY_PROVIDER": "NO_BUYPASS"}, "NO_BANKID_WEB", None, "provider_not_offered", None),
+        ({"ALLOWED_PROVIDERS": ["A_B", "C_D"]}, None, None, "provider_required", None),
+        ({"ALLOWED_PROVIDERS": ["A_B", "C_D"]}, "C_D", None, None, "C_D"),
+        ({"ALLOWED_PROVIDERS": ["A_B"]}, None, None, None, "A_B"),
+        ({}, None, ["NO_BANKID_WEB"], None, "NO_BANKID_WEB"),  # a gate's one provider
+        ({}, "NO_BUYPASS", ["NO_BANKID_WEB"], "provider_not_offered", None),
+        ({"ALLOWED_PROVIDERS": ["A_B", "C_D"]}, None, ["C_D", "E_F"], None, "C_D"),
+        ({"ALLOWED_PROVIDERS": ["A_B"]}, None, ["C_D"], "provider_none_offered", None),
+    ],
+)
+def test_the_provider_rules(
+    eid: Callable[..., None],
+    overrides: dict[str, Any],
+    provider: str | None,
+    restrict: list[str] | None,
+    code: str | None,
+    chosen: str | None,
+) -> None:
+    eid(**overrides)
+    if code is None:
+        assert flow.choose_provider(provider, restrict=restrict) == chosen
+        return
+    with pytest.raises(flow.Refused) as refused:
+        flow.choose_provider(provider, restrict=restrict)
+    assert (refused.value.outcome.code, refused.value.field) == (code, "provider")
+    assert refused.value.outcome.status == 400
+
+
+def test_a_display_that_does_not_exist_is_refused(alice: AbstractBaseUser, broker: Broker) -> None:
+    with pytest.raises(flow.Refused) as refused:
+        start(alice, display="popup")
+    assert (refused.value.outcome.code, refused.value.field) == ("display_invalid", "display")
+    assert broker.create_requests == []
+
+
+def test_an_unconfigured_site_refuses_to_start(
+    alice: AbstractBaseUser, eid: Callable[..., None]
+) -> None:
+    eid(CLIENT_SECRET="")
+    with pytest.raises(flow.Refused) as refused:
+        start(alice)
+    assert refused.value.outcome is outcomes.NOT_AVAILABLE
+    assert not Identification.objects.exists()
+
+
+def test_a_broker_failure_is_stored_and_raised(alice: AbstractBaseUser, broker: Broker) -> None:
+    broker.fail_next("create", 500, times=None)
+    with pytest.raises(flow.BrokerFailed) as failed:
+        start(alice)
+    row = failed.value.identification
+    assert row is not None
+    assert (row.status, row.error_code) == (Status.ERROR, "EidUnavailable")
+    assert failed.value.outcome is outcomes.BROKER_UNREACHABLE
+
+
+def test_iframe_display_sends_the_hosts_domain(alice: AbstractBaseUser, broker: Broker) -> None:
+    start(alice, display="iframe")
+    assert broker.sent()["iFrame"]["Domain"] == HOST
+
+
+@pytest.mark.parametrize(
+    ("value", "safe"),
+    [
+        ("/account/", "/account/"),
+        ("/account/?tab=eid#top", "/account/?tab=eid#top"),
+        (f"https://{HOST}/x/", f"https://{HOST}/x/"),
+        ("https://evil.example/", ""),
+        ("//evil.example/", ""),
+        ("javascript:alert(1)", ""),
+        (" /account/", ""),
+        ("/a\x00b/", ""),
+        ("/" + "a" * 2000, ""),
+        (None, ""),
+    ],
+)
+def test_safe_next(value: str | None, safe: str) -> None:
+    assert flow.safe_next(value, host=HOST, secure=True) == safe
+
+
+def test_return_urls_keep_the_placeholders_unencoded() -> None:
+    urls = flow.return_urls("r" * 32, absolute)
+    assert isinstance(urls, ReturnUrls)
+    assert urls.success.endswith("/success/?requestId=[1]&externalId=[2]")
+    assert urls.abort.endswith("/abort/?requestId=[1]&externalId=[2]")
+    assert urls.error.endswith("/error/?status=[0]")

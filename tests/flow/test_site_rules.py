@@ -1,0 +1,299 @@
+"""Site rules decided before success is visible: ``identification_verifying``, ``MIN_AGE``,
+and the compatibility of a rejection from ``identification_succeeded``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+
+from django_eid import signals
+from django_eid.exceptions import IdentificationRejected
+from django_eid.models import Identification, PersonClaim
+from tests.fixtures_broker import SAMPLE
+from tests.flow.conftest import Broker, SignalLog, Started
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+
+
+@pytest.fixture
+def verifying() -> Iterator[Callable[[Callable[..., None]], None]]:
+    """``verifying(receiver)`` connects a receiver of ``identification_verifying`` for the test."""
+    connected: list[Callable[..., None]] = []
+
+    def connect(receiver: Callable[..., None]) -> None:
+        signals.identification_verifying.connect(receiver, sender=Identification, weak=False)
+        connected.append(receiver)
+
+    yield connect
+    for receiver in connected:
+        signals.identification_verifying.disconnect(receiver, sender=Identification)
+
+
+def finish(start: Callable[..., Started], broker: Broker, client: Client, **record: Any) -> Any:
+    started = start()
+    broker.will_return(started.request_id, **record)
+    response = client.get(started.success_url())
+    return started, response
+
+
+# -- identification_verifying ---------------------------------------------------------------------
+def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    verifying: Callable[..., None],
+    signal_log: SignalLog,
+) -> None:
+    seen: list[tuple[str, Any, Any]] = []
+
+    def rule(identification: Identification, user: Any, request: Any, **kwargs: Any) -> None:
+        seen.append((identification.status, user, request))
+
+    verifying(rule)
+    started, response = finish(start, broker, alice_client)
+    assert response.status_code == 302
+    [(status, user, request)] = seen
+    assert (status, user) == (Status.SUCCESS, alice)
+    assert request is not None
+    assert request.path == started.path("success")
+    assert started.refresh().status == Status.SUCCESS
+    # identification_verifying is not recorded by the log (its receivers are rules, not effects).
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+
+
+def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verifying: Callable[..., None],
+    signal_log: SignalLog,
+) -> None:
+    def rule(identification: Identification, **kwargs: Any) -> None:
+        raise IdentificationRejected("Members only.")
+
+    verifying(rule)
+    started, response = finish(start, broker, alice_client)
+    assert response.status_code == 200
+    assert "Members only." in response.content.decode()
+    row = started.refresh()
+    assert (row.status, row.error_code, row.error_message) == (
+        Status.REJECTED,
+        "REJECTED",
+        "Members only.",
+    )
+    # The identity is kept on the row for the record, but it is not a verified identity.
+    assert row.name == SAMPLE.name
+    assert not row.is_verified
+    assert signal_log.names == ["identification_started", "identification_failed"]
+    assert signal_log.of("identification_failed")[0]["status"] == Status.REJECTED
+
+
+def test_a_rejection_rolls_back_what_the_receivers_wrote(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    verifying: Callable[..., None],
+    eid: Callable[..., None],
+) -> None:
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
+
+    def writes(identification: Identification, user: Any, **kwargs: Any) -> None:
+        user.first_name = "Written by a rule"
+        user.save(update_fields=["first_name"])
+
+    def rejects(identification: Identification, **kwargs: Any) -> None:
+        raise IdentificationRejected("No.")
+
+    verifying(writes)
+    verifying(rejects)
+    started, _ = finish(start, broker, alice_client)
+    assert started.refresh().status == Status.REJECTED
+    alice.refresh_from_db()
+    assert alice.first_name == ""  # type: ignore[attr-defined]
+    assert not PersonClaim.objects.exists()  # the person's claims went with the rollback
+
+
+def test_the_first_rejection_wins(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verifying: Callable[..., None],
+) -> None:
+    for reason in ("First.", "Second."):
+
+        def rule(reason: str = reason, **kwargs: Any) -> None:
+            raise IdentificationRejected(reason)
+
+        verifying(rule)
+    started, _ = finish(start, broker, alice_client)
+    assert started.refresh().error_message == "First."
+
+
+def test_a_rejection_without_a_reason_gets_the_default_one(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verifying: Callable[..., None],
+) -> None:
+    def rule(**kwargs: Any) -> None:
+        raise IdentificationRejected()
+
+    verifying(rule)
+    started, response = finish(start, broker, alice_client)
+    assert started.refresh().error_message == "Your identification was not accepted."
+    assert "Your identification was not accepted." in response.content.decode()
+
+
+def test_a_crashing_rule_refuses_the_identity(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verifying: Callable[..., None],
+    signal_log: SignalLog,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def rule(identification: Identification, **kwargs: Any) -> None:
+        raise KeyError(identification.name)  # a bug in the site's rule, with personal data
+
+    verifying(rule)
+    with caplog.at_level(logging.ERROR, logger="django_eid"):
+        started, response = finish(start, broker, alice_client)
+    row = started.refresh()
+    assert (row.status, row.error_code) == (Status.ERROR, "RULES_FAILED")
+    assert "The identification did not succeed." in response.content.decode()
+    assert signal_log.names == ["identification_started", "identification_failed"]
+    ours = [r.getMessage() for r in caplog.records if r.name == "django_eid"]
+    assert any("identification_verifying failed" in m and "KeyError" in m for m in ours)
+    assert not any(SAMPLE.last_name in m for m in ours)
+
+
+def test_without_rules_the_success_is_one_update(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    django_assert_num_queries: Any,
+) -> None:
+    """No receiver, no MIN_AGE, no claims: no transaction around the SUCCESS."""
+    started = start()
+    broker.will_return(started.request_id)
+    # Session, user, the row, the UPDATE, the session's UPDATE (+ its savepoint pair).
+    with django_assert_num_queries(7):
+        assert alice_client.get(started.success_url()).status_code == 302
+
+
+# -- MIN_AGE --------------------------------------------------------------------------------------
+def test_min_age_rejects_a_minor_before_anyone_sees_them_verified(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    verifying: Callable[..., None],
+    signal_log: SignalLog,
+) -> None:
+    eid(MIN_AGE=18)
+    ran: list[str] = []
+    verifying(lambda **kwargs: ran.append("rule"))
+    minor = broker.persons.MINOR
+    started, response = finish(
+        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
+        SocialSecurityNumber=minor.national_identity_number,
+    )  # fmt: skip
+    row = started.refresh()
+    assert (row.status, row.error_code) == (Status.REJECTED, "MIN_AGE")
+    assert row.error_message == "You must be at least 18 years old to use this service."
+    assert "You must be at least 18 years old to use this service." in response.content.decode()
+    assert ran == []  # the site's receivers are not asked about a refused identity
+    assert signal_log.names == ["identification_started", "identification_failed"]
+
+
+def test_min_age_rejects_an_unknown_age(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(MIN_AGE=18)
+    started, response = finish(
+        start, broker, alice_client, DateOfBirth=None, SocialSecurityNumber=None
+    )
+    row = started.refresh()
+    assert (row.status, row.error_code, row.date_of_birth) == (Status.REJECTED, "AGE_UNKNOWN", None)
+    assert "did not tell your date of birth" in response.content.decode()
+
+
+@pytest.mark.parametrize("person", ["NORWEGIAN", "CENTENARIAN", "SWEDISH_COORDINATION"])
+def test_min_age_lets_adults_through(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    person: str,
+) -> None:
+    eid(MIN_AGE=18)
+    who = broker.persons.get(person)
+    assert who is not None
+    started, response = finish(
+        start, broker, alice_client, DateOfBirth=who.date_of_birth,
+        SocialSecurityNumber=who.national_identity_number, IdentityProvider=who.identity_provider,
+    )  # fmt: skip
+    assert response.status_code == 302
+    row = started.refresh()
+    assert (row.status, row.date_of_birth) == (Status.SUCCESS, who.birth_date)
+
+
+def test_the_centenarian_is_not_taken_for_a_child(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    """Her two-digit DateOfBirth alone reads as this century; her number says 1924."""
+    eid(MIN_AGE=18)
+    centenarian = broker.persons.CENTENARIAN
+    started, _ = finish(
+        start, broker, alice_client, DateOfBirth=centenarian.date_of_birth,
+        SocialSecurityNumber=centenarian.national_identity_number, IdentityProvider="SWE_BANKID",
+    )  # fmt: skip
+    row = started.refresh()
+    assert row.status == Status.SUCCESS
+    assert row.age is not None
+    assert row.age >= 100
+
+
+def test_the_min_age_reason_is_shown_in_the_readers_language(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(MIN_AGE=18)
+    minor = broker.persons.MINOR
+    started, _ = finish(
+        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
+        SocialSecurityNumber=minor.national_identity_number,
+    )  # fmt: skip
+    page = alice_client.get(
+        f"/eid/result/{started.reference}/", headers={"accept-language": "nb"}
+    ).content.decode()
+    assert "Du må være minst 18 år gammel for å bruke denne tjenesten." in page
+
+
+# -- identification_succeeded, for compatibility --------------------------------------------------
+def test_a_rejection_from_succeeded_still_works_after_the_commit(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+) -> None:
+    def late(identification: Identification, **kwargs: Any) -> None:
+        raise IdentificationRejected("Too late, but still no.")
+
+    signals.identification_succeeded.connect(late, sender=Identification, weak=False)
+    try:
+        started, _ = finish(start, broker, alice_client)
+    finally:
+        signals.identification_succeeded.disconnect(late, sender=Identification)
+    row = started.refresh()
+    assert (row.status, row.error_message) == (Status.REJECTED, "Too late, but still no.")
+    assert signal_log.names == [
+        "identification_started",
+        "identification_succeeded",
+        "identification_failed",
+    ]
