@@ -17,6 +17,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.HomeView.as_view(), name="home"),
     path("verify/", views.VerifyView.as_view(), name="verify"),
     path("account/", views.AccountView.as_view(), name="account"),
+    path("payout/", views.payout, name="payout"),
+    path("wine/", views.wine_shop, name="wine"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),

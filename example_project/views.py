@@ -1,12 +1,21 @@
-"""The example site's pages. django-eid provides the flow; these only show its results."""
+"""The example site's pages. django-eid provides the flow and the gates; these only show
+its results and put two pages behind gates."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
+from django.contrib import messages
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.generic import TemplateView
 
+from django_eid.decorators import eid_required
 from django_eid.models import Identification
 from example_project.accounts.models import Profile
 
@@ -55,3 +64,34 @@ class AccountView(LoginRequiredMixin, TemplateView):
             "-created_at"
         )[:ATTEMPTS_SHOWN]
         return context
+
+
+class PayoutForm(forms.Form):
+    account = forms.RegexField(
+        label=_("Account number"),
+        regex=r"^[0-9]{4}\.?[0-9]{2}\.?[0-9]{5}\Z",
+        error_messages={"invalid": _("Enter an 11-digit account number, e.g. 1234.56.78903.")},
+    )
+
+
+@eid_required(max_age=300, same_person=True)
+def payout(request: HttpRequest) -> HttpResponse:
+    """Where the site pays the user: only the account's person, verified in the last 5 minutes.
+
+    A form sent after those 5 minutes is kept while the user verifies again, then sent again.
+    """
+    profile, _created = Profile.objects.get_or_create(user_id=request.user.pk)
+    form = PayoutForm(request.POST or None, initial={"account": profile.payout_account})
+    if request.method == "POST" and form.is_valid():
+        profile.payout_account = form.cleaned_data["account"]
+        profile.save(update_fields=["payout_account"])
+        messages.success(request, gettext("Payout account changed."))
+        return HttpResponseRedirect(reverse("payout"))
+    return TemplateResponse(request, "payout.html", {"form": form, "profile": profile})
+
+
+@eid_required(min_age=18)
+def wine_shop(request: HttpRequest) -> HttpResponse:
+    """For adults only: a verified identity that shows the person is 18 or older."""
+    identity = Identification.objects.verified_for(request.user, min_age=18)
+    return TemplateResponse(request, "wine_shop.html", {"identity": identity})

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
-from django_eid.signals import identification_succeeded
+from django_eid.signals import identification_succeeded, identification_verifying
 from tests.browser.example_site import example_site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,15 +139,55 @@ def test_receiver_marks_the_profile_verified(user: User, client: Client) -> None
     assert b"Verified with eID" in client.get("/account/").content
 
 
-def test_receiver_rejects_minors(user: User) -> None:
+@pytest.mark.parametrize(("years", "refused"), [(12, True), (13, False), (None, True)])
+def test_the_sites_rule_refuses_children_before_they_are_verified(
+    user: User, years: int | None, refused: bool
+) -> None:
     today = timezone.localdate()
-    row = identification(user, date_of_birth=today.replace(year=today.year - 17))
-    with pytest.raises(IdentificationRejected, match="You must be 18 or older"):
-        identification_succeeded.send(
-            sender=Identification, identification=row, user=user, request=None
-        )
-    user.refresh_from_db()
-    assert not hasattr(user, "profile")
+    born = None if years is None else today.replace(year=today.year - years)
+    row = identification(user, date_of_birth=born)
+    results = identification_verifying.send_robust(
+        sender=Identification, identification=row, user=user, request=None
+    )
+    rejections = [r for _, r in results if isinstance(r, IdentificationRejected)]
+    assert [r.reason for r in rejections] == (
+        ["You must be 13 or older to use this service."] if refused else []
+    )
+
+
+def test_the_payout_page_needs_a_recent_verification_and_keeps_the_form(
+    logged_in: Client, user: User
+) -> None:
+    row = identification(user)
+    assert b"Current payout account" in logged_in.get("/payout/").content
+    Identification.objects.filter(pk=row.pk).update(
+        completed_at=timezone.now() - datetime.timedelta(minutes=10)
+    )
+    response = logged_in.post("/payout/", {"account": "1234.56.78903"})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/eid/start/?next=%2Feid%2Fresume%2F")
+
+
+def test_a_valid_payout_account_is_saved(logged_in: Client, user: User) -> None:
+    identification(user)
+    response = logged_in.post("/payout/", {"account": "1234.56.78903"}, follow=True)
+    assert b"Payout account changed." in response.content
+    assert user.profile.payout_account == "1234.56.78903"  # type: ignore[attr-defined]
+    response = logged_in.post("/payout/", {"account": "12"})
+    assert b"Enter an 11-digit account number" in response.content
+
+
+@pytest.mark.parametrize(("years", "allowed"), [(17, False), (18, True)])
+def test_the_wine_shop_is_for_adults(
+    logged_in: Client, user: User, years: int, allowed: bool
+) -> None:
+    today = timezone.localdate()
+    identification(user, date_of_birth=today.replace(year=today.year - years))
+    response = logged_in.get("/wine/")
+    if allowed:
+        assert b"your verified identity" in response.content
+    else:
+        assert response["Location"] == "/eid/start/?next=%2Fwine%2F"
 
 
 def test_demo_user_command_is_idempotent(db: None, client: Client) -> None:

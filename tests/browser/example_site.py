@@ -1,8 +1,8 @@
 """Run the example project inside the test suite's settings.
 
 The suite's settings (``tests.settings``) do not install the example project's
-``accounts`` app: its receiver rejects minors, which would change what every
-other test sees. :func:`example_site` installs it for a block of tests only:
+``accounts`` app: its receivers refuse children and mark profiles verified, which
+would change what every other test sees. :func:`example_site` installs it for a block of tests only:
 the app, its templates, its URLs and its django-eid settings, plus the
 ``accounts_profile`` table, and takes all of it away again afterwards.
 """
@@ -22,8 +22,8 @@ from django.test.utils import override_settings
 
 import example_project
 from django_eid.models import Identification
-from django_eid.signals import identification_succeeded
-from example_project.accounts.apps import DISPATCH_UID
+from django_eid.signals import identification_succeeded, identification_verifying
+from example_project.accounts.apps import DISPATCH_UID, RULE_DISPATCH_UID
 
 APP = "example_project.accounts"
 TEMPLATES_DIR = Path(example_project.__file__).resolve().parent / "templates"
@@ -103,6 +103,7 @@ def example_site(broker_url: str | None = None) -> Iterator[None]:
     finally:
         # Undo what the app's ready() and admin autodiscovery did.
         identification_succeeded.disconnect(sender=Identification, dispatch_uid=DISPATCH_UID)
+        identification_verifying.disconnect(sender=Identification, dispatch_uid=RULE_DISPATCH_UID)
         if profile is not None and admin.site.is_registered(profile):
             admin.site.unregister(profile)
         overrides.disable()

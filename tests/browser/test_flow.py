@@ -152,17 +152,17 @@ def test_error_at_the_broker_shows_the_error_page(
     screenshot(page, "error")
 
 
-def test_a_minor_is_rejected_by_the_sites_receiver(
+def test_a_child_is_rejected_by_the_sites_rule(
     page: Page, log_in: Callable[..., None], user: Any
 ) -> None:
     log_in()
     page.get_by_role("button", name="Continue to identification").click()
     expect(page).to_have_url(SANDBOX_PAGE)
-    choose_person(page, "Emma Hansen")
+    choose_person(page, "Noah Berg")
     page.get_by_role("button", name="Identify", exact=True).click()
 
     expect(page.get_by_role("heading", name="Identification not accepted")).to_be_visible()
-    expect(page.get_by_role("alert")).to_have_text("You must be 18 or older to use this service.")
+    expect(page.get_by_role("alert")).to_have_text("You must be 13 or older to use this service.")
     row = only_identification(user)
     assert row.status == Identification.Status.REJECTED
     screenshot(page, "rejected")
