@@ -85,13 +85,15 @@ def account_person(user: Any, *, before: Identification | None = None) -> Identi
     """The identification that says who the account ``user`` is, or ``None``.
 
     That is the account's first verified identification still stored (anonymized ones do
-    not count): a later verification of somebody else must not become the reference that
-    the next ``same_person`` check compares against. ``before`` leaves that row out.
+    not count) among those a ``same_person`` gate accepted, or else among all: a later
+    verification of somebody else must not become the reference that the next
+    ``same_person`` check compares against, also once retention has removed the account's
+    very first one. ``before`` leaves that row out.
     """
     rows = Identification.objects.verified().filter(user=user)
     if before is not None:
         rows = rows.exclude(pk=before.pk)
-    return rows.order_by("completed_at", "pk").first()
+    return rows.order_by("-same_person", "completed_at", "pk").first()
 
 
 def claim(row: Identification) -> None:

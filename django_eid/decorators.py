@@ -25,6 +25,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext
 
 from django_eid import state
+from django_eid.forms import safe_next
 from django_eid.requirements import Requirements, Verdict
 
 _View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
@@ -101,13 +102,17 @@ def _keep_form(request: HttpRequest) -> str | None:
         return None
     if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
         return None
+    path = request.get_full_path()
+    if safe_next(request, path) != path:
+        # "//evil.example/x" is a path to Django, and another host to a browser's form.
+        return None
     fields = [
         (name, value)
         for name, values in request.POST.lists()
         if name != "csrfmiddlewaretoken"
         for value in values
     ]
-    return state.keep(request, request.get_full_path(), fields)
+    return state.keep(request, path, fields)
 
 
 def _no_response(request: HttpRequest) -> HttpResponse:  # pragma: no cover (never called)

@@ -646,6 +646,10 @@ def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[
     number = national_id.number if national_id else record.social_security_number
     # Masked in repr(): a traceback through the store shows no national identity number.
     ssn = crypto.SensitiveText(number or "") or None
+    if not eid_settings.GET_SOCIAL_SECURITY_NUMBER:
+        # Sent although not asked for: it may still tell the century of the birth date,
+        # but the site chose not to keep it.
+        ssn = None
     stated = record.stated_birth_date
     if (
         national_id
@@ -669,8 +673,8 @@ def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[
         "date_of_birth": national_id.birth_date if national_id else stated,
         "social_security_number": ssn,
         "social_security_number_hash": crypto.lookup_hash(ssn) if ssn else None,
-        "national_id_country": national_id.country if national_id else "",
-        "national_id_kind": national_id.kind if national_id else "",
+        "national_id_country": national_id.country if national_id and ssn else "",
+        "national_id_kind": national_id.kind if national_id and ssn else "",
         "metadata": dict(record.metadata),
         "raw": record.redacted(),
     }

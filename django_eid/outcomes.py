@@ -198,7 +198,9 @@ _REJECTIONS: dict[str, Promise] = {
 def rejection_message(code: str) -> str | None:
     """django-eid's own reason for rejecting with ``code``, in the active language; else ``None``."""
     if code == MIN_AGE:
-        age = eid_settings.MIN_AGE or 0
+        age = eid_settings.MIN_AGE
+        if age is None:
+            return None  # the rule is gone: the reason stored with the row says what it was
         return ngettext(
             "You must be at least %(age)d year old to use this service.",
             "You must be at least %(age)d years old to use this service.",

@@ -18,6 +18,9 @@ from django.utils.functional import Promise
 from django_eid import claims, outcomes, state
 from django_eid.models import Identification
 
+#: The longest ``max_age`` that means something (and that date arithmetic can still do).
+MAX_AGE_LIMIT = datetime.timedelta(days=36525)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -68,13 +71,16 @@ class Requirements:
         if max_age is not None and not isinstance(max_age, datetime.timedelta):
             if isinstance(max_age, bool) or not isinstance(max_age, int | float):
                 raise TypeError("max_age must be a number of seconds or a timedelta")
-            max_age = datetime.timedelta(seconds=max_age)
-        if max_age is not None and max_age <= datetime.timedelta(0):
-            raise ValueError("max_age must be positive")
+            try:
+                max_age = datetime.timedelta(seconds=max_age)
+            except (OverflowError, ValueError) as err:  # inf, nan
+                raise ValueError("max_age must be a finite number of seconds") from err
+        if max_age is not None and not datetime.timedelta(0) < max_age <= MAX_AGE_LIMIT:
+            raise ValueError("max_age must be positive and at most 100 years")
         if min_age is not None and (
-            isinstance(min_age, bool) or not isinstance(min_age, int) or min_age < 0
+            isinstance(min_age, bool) or not isinstance(min_age, int) or not 0 <= min_age < 150
         ):
-            raise ValueError("min_age must be a whole number of years")
+            raise ValueError("min_age must be a whole number of years below 150")
         if isinstance(providers, str):
             providers = (providers,)
         found = None if providers is None else tuple(providers)

@@ -10,15 +10,21 @@ without letting the session grow without bound.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from django.core.cache import caches
 from django.http import HttpRequest
 
 from django_eid import outcomes
 from django_eid.conf import eid_settings
+from django_eid.models import max_length
+
+logger = logging.getLogger("django_eid")
 
 SESSION_KEY: Final = "django_eid_pending"
 #: The broker page of each pending iframe-display session, so reloading the page that
@@ -97,8 +103,11 @@ KEPT_KEY: Final = "django_eid_kept"
 #: How many of each a browser keeps; the oldest go first.
 MAX_DEMANDS: Final = 8
 MAX_KEPT: Final = 4
-#: The largest form kept (names and values, in characters); a bigger one is sent again by hand.
+#: The largest form kept (its path, names and values, in characters); a bigger one is sent
+#: again by hand.
 MAX_KEPT_SIZE: Final = 16 * 1024
+#: The longest destination a start accepts (``Identification.next_url``).
+MAX_NEXT_LENGTH: Final = max_length("next_url") or 0
 
 
 @dataclass(frozen=True)
@@ -141,8 +150,21 @@ def _capped(entries: dict[str, dict[str, Any]], cap: int) -> dict[str, dict[str,
     return {key: entries[key] for key in newest}
 
 
+def _strings(value: object) -> tuple[str, ...] | None:
+    """``value`` as a tuple of strings if it is a list of them (session data may be stale)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        return None
+    return tuple(value)
+
+
 def require(request: HttpRequest, next_url: str, demand: Demand) -> None:
-    """Remember that a gate sends the user to verify, then on to ``next_url``."""
+    """Remember that a gate sends the user to verify, then on to ``next_url``.
+
+    A ``next_url`` longer than the start accepts is not remembered: it could never be read,
+    and the session must not grow with the length of the URLs a user is sent to.
+    """
+    if len(next_url) > MAX_NEXT_LENGTH:
+        return
     demands = _fresh(request.session.get(DEMANDS_KEY))
     value = dataclasses.asdict(demand)
     value["at"] = time.time()
@@ -157,14 +179,14 @@ def demand(request: HttpRequest, next_url: str) -> Demand:
     value = _fresh(request.session.get(DEMANDS_KEY)).get(next_url)
     if value is None:
         return Demand()
-    providers = value.get("providers")
     min_age = value.get("min_age")
+    message = value.get("message")
     return Demand(
-        codes=tuple(str(code) for code in value.get("codes") or ()),
-        message=str(value.get("message") or ""),
-        min_age=min_age if isinstance(min_age, int) else None,
+        codes=_strings(value.get("codes")) or (),
+        message=message if isinstance(message, str) else "",
+        min_age=min_age if isinstance(min_age, int) and not isinstance(min_age, bool) else None,
         same_person=value.get("same_person") is True,
-        providers=None if providers is None else tuple(str(p) for p in providers),
+        providers=_strings(value.get("providers")),
     )
 
 
@@ -184,8 +206,12 @@ class Kept:
 
 
 def keep(request: HttpRequest, path: str, fields: list[tuple[str, str]]) -> str | None:
-    """Keep a form until the user has verified; the one-time token, or ``None`` if too big."""
-    if sum(len(name) + len(value) for name, value in fields) > MAX_KEPT_SIZE:
+    """Keep a form until the user has verified; the one-time token, or ``None`` if too big.
+
+    ``path`` must already be checked to be on this site (the caller knows the host).
+    """
+    size = len(path) + sum(len(name) + len(value) for name, value in fields)
+    if size > MAX_KEPT_SIZE:
         return None
     kept = _fresh(request.session.get(KEPT_KEY))
     token = secrets.token_urlsafe(24)
@@ -201,7 +227,12 @@ def keep(request: HttpRequest, path: str, fields: list[tuple[str, str]]) -> str 
 
 
 def resume(request: HttpRequest, token: str) -> Kept | None:
-    """The form kept under ``token`` for this user, removed (used once); ``None`` if none."""
+    """The form kept under ``token`` for this user, used up; ``None`` if there is none.
+
+    Used once even by two requests at the same instant (two tabs, a prefetch): the session
+    alone cannot promise that (the last save wins), so the token is also spent in the
+    shared cache.
+    """
     kept = _fresh(request.session.get(KEPT_KEY))
     value = kept.pop(token, None) if len(token) <= 64 else None
     if KEPT_KEY in request.session:
@@ -211,9 +242,26 @@ def resume(request: HttpRequest, token: str) -> Kept | None:
     user = getattr(request, "user", None)
     if value.get("user") != str(getattr(user, "pk", "")):
         return None  # another account's form (the session survived a change of user)
-    fields = [
-        (str(pair[0]), str(pair[1]))
-        for pair in value.get("fields") or ()
-        if isinstance(pair, list) and len(pair) == 2
-    ]
-    return Kept(path=str(value.get("path") or "/"), fields=fields)
+    path, fields = value.get("path"), value.get("fields")
+    if not isinstance(path, str) or not isinstance(fields, list):
+        return None
+    if not _spend(token):
+        return None
+    return Kept(
+        path=path,
+        fields=[
+            (str(pair[0]), str(pair[1]))
+            for pair in fields
+            if isinstance(pair, list) and len(pair) == 2
+        ],
+    )
+
+
+def _spend(token: str) -> bool:
+    """Mark ``token`` used in the shared cache; False if it was already."""
+    key = "django_eid:kept:" + hashlib.sha256(token.encode()).hexdigest()
+    try:
+        return bool(caches[eid_settings.TOKEN_CACHE].add(key, 1, eid_settings.SESSION_MAX_AGE))
+    except Exception:
+        logger.warning("Could not mark a kept form used in the cache; the session alone does.")
+        return True

@@ -32,7 +32,7 @@ from django.views.decorators.debug import sensitive_variables
 from django_eid import flow, outcomes, state
 from django_eid.client import ReturnUrls
 from django_eid.conf import eid_settings
-from django_eid.forms import StartForm
+from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
 
@@ -329,7 +329,8 @@ class ResumeView(LoginRequiredMixin, View):
 
     def get(self, request: HttpRequest, token: str) -> HttpResponse:
         kept = state.resume(request, token)
-        if kept is None:
+        # The kept path was checked when it was kept; the session may be older than that.
+        if kept is None or safe_next(request, kept.path) != kept.path:
             return render_outcome(request, outcomes.RESUME_INVALID)
         return TemplateResponse(
             request, self.template_name, {"action": kept.path, "fields": kept.fields}

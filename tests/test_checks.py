@@ -91,6 +91,12 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E016", {"MAX_PENDING_PER_USER": "many"}),
     ("django_eid.E017", {"MAX_RESPONSE_BYTES": 0}),
     ("django_eid.E017", {"MAX_RESPONSE_BYTES": "1MB"}),
+    ("django_eid.E020", {"MIN_AGE": -1}),
+    ("django_eid.E020", {"MIN_AGE": 0}),
+    ("django_eid.E020", {"MIN_AGE": 150}),
+    ("django_eid.E020", {"MIN_AGE": "18"}),
+    ("django_eid.E020", {"MIN_AGE": 18.0}),
+    ("django_eid.E020", {"MIN_AGE": True}),
 ]
 
 
@@ -159,6 +165,7 @@ def test_valid_values_that_look_odd_are_accepted(settings: SettingsWrapper) -> N
         ("django_eid.W001", {"BASE_URL": "HTTP://api.broker.test"}),
         ("django_eid.W002", {"AUTH_URL": "http://auth.broker.test"}),
         ("django_eid.W010", {"CLIENTID": "typo"}),
+        ("django_eid.W011", {"ONE_ACCOUNT_PER_PERSON": True}),
     ],
 )
 @pytest.mark.usefixtures("shared_cache")
@@ -199,3 +206,24 @@ def test_token_cache_must_be_configured_and_is_then_used(settings: SettingsWrapp
     client = EidClient()
     assert client.tokens.cache_alias == "tokens"
     client.close()
+
+
+@pytest.mark.parametrize("min_age", [None, 18, 1, 149])
+def test_valid_min_age_has_no_message(settings: SettingsWrapper, min_age: int | None) -> None:
+    # None removes the key: the default, no age limit.
+    assert run(settings, debug=True, MIN_AGE=min_age) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"ONE_ACCOUNT_PER_PERSON": True, "GET_SOCIAL_SECURITY_NUMBER": True},
+        {"ONE_ACCOUNT_PER_PERSON": False},
+        {"ONE_ACCOUNT_PER_PERSON": False, "GET_SOCIAL_SECURITY_NUMBER": True},
+    ],
+)
+@pytest.mark.usefixtures("shared_cache")
+def test_one_account_per_person_warns_only_without_the_number(
+    settings: SettingsWrapper, overrides: dict[str, Any]
+) -> None:
+    assert run(settings, TOKEN_CACHE="shared", **overrides) == []

@@ -75,7 +75,7 @@ def test_one_account_per_person(
     signal_log: SignalLog,
     eid: Callable[..., None],
 ) -> None:
-    eid(ONE_ACCOUNT_PER_PERSON=True)
+    eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
     bobs = start(client=bob_client)
     broker.will_return(bobs.request_id)
     assert bob_client.get(bobs.success_url()).status_code == 302

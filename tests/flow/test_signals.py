@@ -150,7 +150,10 @@ def test_a_receiver_may_reject_the_identity(
     signal_log: SignalLog,
     connect: Callable[[str, Callable[..., Any]], None],
     display: str,
+    eid: Callable[..., None],
 ) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
+
     def must_be_adult(identification: Identification, **kwargs: Any) -> None:
         assert identification.age is not None
         if identification.age < 100:

@@ -32,7 +32,9 @@ def test_success_stores_the_identity_and_redirects(
     alice_client: Client,
     alice: Any,
     signal_log: SignalLog,
+    eid: Callable[..., None],
 ) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start(next="/account/")
     broker.will_return(started.request_id)
     response = alice_client.get(started.success_url())
@@ -92,8 +94,9 @@ def test_the_national_identity_number_is_not_in_raw(
 
 
 def test_the_national_identity_number_is_encrypted_in_the_database(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
 ) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
     broker.will_return(started.request_id)
     alice_client.get(started.success_url())
