@@ -67,10 +67,14 @@ def same_person(new: Identification, old: Identification) -> bool:
     key = uid_key(new)
     if key is not None and key == uid_key(old):
         return True
+    stored = old.social_security_number_hash
+    if not stored:
+        return False
+    if stored == new.social_security_number_hash:
+        return True  # both under the current key: no need to decrypt
+    # Another key wrote one of them (a rotation): compare under every configured key.
     number = _number(new)
-    if number and old.social_security_number_hash:
-        return old.social_security_number_hash in crypto.lookup_hashes(number)
-    return False
+    return number is not None and stored in crypto.lookup_hashes(number)
 
 
 def _number(identification: Identification) -> str | None:
@@ -93,6 +97,9 @@ def account_person(user: Any, *, before: Identification | None = None) -> Identi
     rows = Identification.objects.verified().filter(user=user)
     if before is not None:
         rows = rows.exclude(pk=before.pk)
+    # Its number is compared through the stored hash: no need to decrypt it (or to fail
+    # on a row under a removed key).
+    rows = rows.defer("social_security_number")
     return rows.order_by("-same_person", "completed_at", "pk").first()
 
 

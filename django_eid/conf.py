@@ -50,6 +50,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "ONE_ACCOUNT_PER_PERSON": False,
     # Site rules applied before an identity is stored as verified.
     "MIN_AGE": None,
+    # Pre-fill the account's person's number at the broker for a same_person gate.
+    "PREFILL_SAME_PERSON": False,
     # Personal data.
     "ENCRYPTION_KEYS": None,
     # The sandbox broker (django_eid.sandbox).
@@ -192,6 +194,10 @@ class EidSettings:
     def MIN_AGE(self) -> int | None:
         value = self.raw("MIN_AGE")
         return None if value is None else int(value)
+
+    @property
+    def PREFILL_SAME_PERSON(self) -> bool:
+        return bool(self.raw("PREFILL_SAME_PERSON"))
 
     # -- personal data --------------------------------------------------
     @property

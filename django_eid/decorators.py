@@ -3,7 +3,8 @@
 A logged-out user goes to the login page, as with ``login_required``. A logged-in user who
 does not pass goes to ``django_eid:start``, which says why, and comes back afterwards; a
 form they had sent is kept and sent again after the verification. A request asking for
-JSON gets a 403 (or 401) JSON answer naming the start URL instead of a redirect.
+JSON gets a 403 (or 401) JSON answer naming the start URL instead of a redirect. A user who
+passes finds the verified identification on ``request.eid_identification``.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.http.response import HttpResponseRedirect
-from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import resolve_url
 from django.urls import reverse
 from django.utils.functional import Promise
@@ -47,10 +47,16 @@ def wants_json(request: HttpRequest) -> bool:
 
 
 def gate(
-    request: HttpRequest, requirements: Requirements, *, login_url: str | None = None
+    request: HttpRequest,
+    requirements: Requirements,
+    *,
+    login_url: str | None = None,
+    keep_form: bool = True,
 ) -> HttpResponseBase | None:
-    """``None`` when ``request.user`` meets ``requirements``; else the answer that turns them
-    away (to the login page, or to verify their identity)."""
+    """``None`` when ``request.user`` meets ``requirements`` (the verified identification is
+    then ``request.eid_identification``); else the answer that turns them away (to the login
+    page, or to verify their identity). ``keep_form``: keep a POSTed form over the
+    verification."""
     if not request.user.is_authenticated:
         if wants_json(request):
             body = {
@@ -62,45 +68,43 @@ def gate(
         return redirect_to_login(request.get_full_path(), login_url)
     verdict = requirements.check(request.user)
     if verdict.passed:
+        request.eid_identification = verdict.identification  # type: ignore[attr-defined]
         return None
-    return turn_away(request, requirements, verdict)
+    return turn_away(request, requirements, verdict, keep_form=keep_form)
 
 
 def turn_away(
-    request: HttpRequest, requirements: Requirements, verdict: Verdict
+    request: HttpRequest, requirements: Requirements, verdict: Verdict, *, keep_form: bool = True
 ) -> HttpResponseBase:
     """Send a logged-in user who failed ``requirements`` to verify their identity."""
     start = reverse("django_eid:start")
     demand = requirements.demand(verdict)
-    as_json = wants_json(request)
+    if wants_json(request):
+        # Its front end decides where the user goes afterwards: not back to an API URL.
+        return JsonResponse(demand.as_json(start), status=403)
     next_url = request.get_full_path()
-    if request.method == "POST" and not as_json:
+    if request.method == "POST" and keep_form:
         token = _keep_form(request)
         if token is not None:
             next_url = reverse("django_eid:resume", args=[token])
     # The start page reads it back: why the user is there, and what the gate requires.
     state.require(request, next_url, demand)
-    start_url = f"{start}?{urlencode({'next': next_url})}"
-    if as_json:
-        body = {
-            "code": "eid_required",
-            "message": " ".join(demand.reasons()),
-            "reasons": list(verdict.reasons),
-            "start_url": start_url,
-        }
-        return JsonResponse(body, status=403)
-    return HttpResponseRedirect(start_url)
+    return HttpResponseRedirect(f"{start}?{urlencode({'next': next_url})}")
 
 
 def _keep_form(request: HttpRequest) -> str | None:
     """Keep the POSTed form for after the verification; its token, or ``None`` if it can't be.
 
-    Only a form that passed the CSRF check (checked here again, since the view may be
-    exempt), without files, and small enough (:data:`django_eid.state.MAX_KEPT_SIZE`).
+    Only a form that Django's CSRF middleware accepted (not one to a ``csrf_exempt`` view),
+    without files, small enough (:data:`django_eid.state.MAX_KEPT_SIZE`), sent to a path on
+    this site, and only where the session is kept on the server (a signed-cookie session
+    would carry the form to the browser).
     """
     if request.content_type not in _FORM_TYPES or request.FILES:
         return None
-    if CsrfViewMiddleware(_no_response).process_view(request, _no_response, (), {}) is not None:
+    if not getattr(request, "csrf_processing_done", False):
+        return None
+    if settings.SESSION_ENGINE == "django.contrib.sessions.backends.signed_cookies":
         return None
     path = request.get_full_path()
     if safe_next(request, path) != path:
@@ -113,10 +117,6 @@ def _keep_form(request: HttpRequest) -> str | None:
         for value in values
     ]
     return state.keep(request, path, fields)
-
-
-def _no_response(request: HttpRequest) -> HttpResponse:  # pragma: no cover (never called)
-    raise AssertionError("the CSRF check calls no view")
 
 
 @overload
@@ -134,6 +134,7 @@ def eid_required(
     same_person: bool = False,
     message: str | Promise | None = None,
     login_url: str | None = None,
+    keep_form: bool = True,
 ) -> Callable[[_View], _View]: ...
 
 
@@ -147,6 +148,7 @@ def eid_required(
     same_person: bool = False,
     message: str | Promise | None = None,
     login_url: str | None = None,
+    keep_form: bool = True,
 ) -> _View | Callable[[_View], _View]:
     """Let the view run only for users whose verified identity meets the conditions.
 
@@ -154,7 +156,10 @@ def eid_required(
     ``max_age`` (seconds or ``timedelta``: verified at most this long ago), ``min_age``
     (whole years; an unknown age does not pass), ``providers`` (verified with one of
     these), ``same_person`` (the person already verified on the account), ``message``
-    (what the start page says instead of the defaults), ``login_url``.
+    (what the start page says instead of the defaults), ``login_url``, ``keep_form``
+    (``False``: a form posted before verifying is not kept, e.g. one with a password).
+    Only the user's latest verification is judged. A user who passes finds it on
+    ``request.eid_identification``.
     """
     requirements = Requirements.of(
         max_age=max_age,
@@ -167,7 +172,7 @@ def eid_required(
     def decorator(view_func: _View) -> _View:
         @wraps(view_func)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            refusal = gate(request, requirements, login_url=login_url)
+            refusal = gate(request, requirements, login_url=login_url, keep_form=keep_form)
             if refusal is not None:
                 return refusal
             return view_func(request, *args, **kwargs)

@@ -31,17 +31,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
 from django.db import IntegrityError, connection, transaction
-from django.http import HttpRequest
 from django.http.request import split_domain_port
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
+from django.views.decorators.debug import sensitive_variables
 
 from django_eid import claims, crypto, outcomes, signals, vocabulary
 from django_eid.client import ReturnUrls, get_client
@@ -62,6 +62,9 @@ from django_eid.models import (
 )
 from django_eid.outcomes import Outcome
 from django_eid.records import IdentificationRecord
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 logger = logging.getLogger("django_eid")
 
@@ -217,6 +220,8 @@ def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
 
 
 # -- 1. start -----------------------------------------------------------------------------------
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
 def start(
     user: Any,
     *,
@@ -224,6 +229,7 @@ def start(
     host: str,
     provider: str | None = None,
     display: str = Display.REDIRECT,
+    secure: bool = False,
     next_url: str = "",
     user_agent: str = "",
     client_ip: str | None = None,
@@ -234,17 +240,19 @@ def start(
     """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
 
     ``return_urls`` is called with the new reference. ``host`` is the site's host as the
-    browser sees it (the iframe's parent domain). ``provider`` is the user's choice (see
-    :func:`choose_provider`; ``providers`` narrows what is offered), ``next_url`` an
-    already checked destination (see :func:`safe_next`). ``same_person``: the identity
-    must be the person already verified on the account (:mod:`django_eid.claims`); the
-    broker is asked to pre-fill that person's number where it can.
+    browser sees it (the iframe's parent domain), ``secure`` whether it is served over
+    https. ``provider`` is the user's choice (see :func:`choose_provider`; ``providers``
+    narrows what is offered), ``next_url`` where success leads (dropped unless
+    :func:`safe_next` accepts it). ``same_person``: the identity must be the person already
+    verified on the account (:mod:`django_eid.claims`); with ``PREFILL_SAME_PERSON`` the
+    broker is asked to pre-fill that person's number.
 
     Raises :class:`Refused` before anything is sent (a bad choice, too many pending,
     no configuration), or :class:`BrokerFailed` once an ``ERROR`` row records the failure.
     One INSERT on the happy path.
     """
     chosen = choose_provider(provider, restrict=providers)
+    next_url = safe_next(next_url, host=host, secure=secure)
     if display not in Display.values:
         raise Refused(outcomes.DISPLAY_INVALID, field="display")
     if pending_count(user) >= eid_settings.MAX_PENDING_PER_USER:
@@ -277,7 +285,9 @@ def start(
             language=eid_settings.broker_language(),
             get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
             iframe_domain=iframe_domain,
-            prefilled_social_security_number=_expected_number(user) if same_person else None,
+            prefilled_social_security_number=(
+                _expected_number(user) if same_person and eid_settings.PREFILL_SAME_PERSON else None
+            ),
         )
         if len(created.request_id) > REQUEST_ID_MAX:
             # A RequestId that cannot be stored does not name a session we can finish.
@@ -304,6 +314,8 @@ def start(
     return Started(row, created.url)
 
 
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
 def _expected_number(user: Any) -> str | None:
     """The national identity number of the person verified on ``user``'s account, if known.
 
@@ -350,6 +362,8 @@ def expire_if_stale(row: Identification) -> bool:
     return not row.is_finished and is_expired(row) and expire(row)
 
 
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
 def return_to(
     kind: str,
     *,
@@ -465,7 +479,9 @@ def abort(row: Identification, request: HttpRequest | None = None) -> bool:
     return True
 
 
-def fail(row: Identification, request: HttpRequest | None, error_status: str) -> bool:
+def fail(
+    row: Identification, request: HttpRequest | None = None, error_status: str = "UNKNOWN"
+) -> bool:
     """The broker sent the user to the Error URL with ``[0]`` = ``error_status``."""
     fields: dict[str, Any] = {
         "status": Status.ERROR,
@@ -486,6 +502,8 @@ def fail(row: Identification, request: HttpRequest | None, error_status: str) ->
     return True
 
 
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
 def complete(
     row: Identification, record: IdentificationRecord, *, request: HttpRequest | None = None
 ) -> bool:
@@ -547,27 +565,34 @@ def _has_rules(row: Identification) -> bool:
 def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest | None) -> bool:
     """``SUCCESS``, with the site's rules applied before it commits.
 
-    A refusal rolls the transaction back (the claims and the receivers' own writes with
-    it), so the row was never committed as ``SUCCESS``, and then records the refusal with
-    a transition of its own: a concurrent request sees ``PENDING``, then the refusal.
+    One transaction holds the row from ``PENDING`` to its outcome: the rules run in a
+    savepoint after the ``SUCCESS`` update, and a refusal rolls back to it (the claims and
+    the receivers' own writes with it) and stores the refusal instead. A concurrent request
+    sees ``PENDING``, then the outcome, and a second callback waits for the row's lock and
+    then finds it finished: the rules run once.
     """
     if not _has_rules(row):
         if not _transition(row, status=Status.SUCCESS, **fields):
             return False
     else:
-        try:
-            with transaction.atomic():
-                if not _transition(row, status=Status.SUCCESS, **fields):
-                    return False
-                _apply_rules(row, request)
-        except _Refusal as refused:
-            fields.update(
-                status=refused.status,
-                error_code=refused.code,
-                error_message=fit("error_message", refused.message),
-            )
-            if not _transition(row, **fields):
+        refused: _Refusal | None = None
+        with transaction.atomic():
+            if not _transition(row, status=Status.SUCCESS, **fields):
                 return False
+            try:
+                with transaction.atomic():
+                    _apply_rules(row, request)
+            except _Refusal as refusal:
+                refused = refusal
+                outcome = {
+                    "status": refusal.status,
+                    "error_code": refusal.code,
+                    "error_message": fit("error_message", refusal.message),
+                }
+                Identification.objects.filter(pk=row.pk).update(**outcome)
+                for name, value in outcome.items():
+                    setattr(row, name, value)
+        if refused is not None:
             logger.info("Identification %s refused by the site's rules (%s).", row.pk, refused.code)
             _send(signals.identification_failed, row, request)
             return True
@@ -598,22 +623,24 @@ def _apply_rules(row: Identification, request: HttpRequest | None) -> None:
             raise reject(outcomes.AGE_UNKNOWN)
         if age < min_age:
             raise reject(outcomes.MIN_AGE)
-    for receiver, result in signals.identification_verifying.send_robust(
-        sender=Identification, identification=row, user=row.user, request=request
-    ):
-        if isinstance(result, IdentificationRejected):
-            reason = result.reason or gettext("Your identification was not accepted.")
-            raise _Refusal(Status.REJECTED, outcomes.RECEIVER_REJECTED, reason)
-        if isinstance(result, Exception):
-            # A rule that cannot run lets nobody through.
-            logger.error(
-                "A receiver of identification_verifying failed (identification %s, receiver "
-                "%r): %s; the identification is refused.",
-                row.pk,
-                receiver,
-                type(result).__name__,
-            )
-            raise _Refusal(Status.ERROR, outcomes.RULES_FAILED, "")
+    try:
+        # send(), not send_robust(): the first receiver that says no stops the others.
+        signals.identification_verifying.send(
+            sender=Identification, identification=row, user=row.user, request=request
+        )
+    except IdentificationRejected as rejection:
+        reason = rejection.reason or gettext("Your identification was not accepted.")
+        raise _Refusal(Status.REJECTED, outcomes.RECEIVER_REJECTED, reason) from None
+    except Exception as err:
+        # A rule that cannot run lets nobody through. Its message may describe the person:
+        # only the type is logged.
+        logger.error(
+            "A receiver of identification_verifying failed (identification %s): %s; "
+            "the identification is refused.",
+            row.pk,
+            type(err).__name__,
+        )
+        raise _Refusal(Status.ERROR, outcomes.RULES_FAILED, "") from None
 
 
 def _provider_refusal(row: Identification, record: IdentificationRecord) -> str | None:
@@ -639,6 +666,8 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
     }
 
 
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
 def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[str, Any]:
     """The columns of ``row`` that ``record`` fills, cut to what they store."""
     provider = record.identity_provider or row.identity_provider

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.functional import Promise
@@ -17,7 +17,8 @@ class EidRequiredMixin:
     """Let the view run only for users whose verified identity meets the class's conditions.
 
     Put it first among the bases. The conditions are those of ``eid_required``, as class
-    attributes; override :meth:`get_eid_requirements` to decide them per request.
+    attributes; override :meth:`get_eid_requirements` to decide them per request. A user
+    who passes finds the verified identification on ``request.eid_identification``.
     """
 
     #: Verified at most this long ago (seconds or ``timedelta``); ``None``: any age.
@@ -32,18 +33,40 @@ class EidRequiredMixin:
     eid_message: str | Promise | None = None
     #: Where a logged-out user goes; ``None``: ``settings.LOGIN_URL``.
     eid_login_url: str | None = None
+    #: Keep a form posted before verifying, and send it again afterwards.
+    eid_keep_form: bool = True
+    #: The class attributes' requirements, checked when the class is defined.
+    _eid_requirements: ClassVar[Requirements | None] = None
 
-    def get_eid_requirements(self) -> Requirements:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A mistake in the class attributes fails at import, not on every request.
+        cls._eid_requirements = cls._requirements_of_attributes()
+
+    @classmethod
+    def _requirements_of_attributes(cls) -> Requirements:
         return Requirements.of(
-            max_age=self.eid_max_age,
-            min_age=self.eid_min_age,
-            providers=self.eid_providers,
-            same_person=self.eid_same_person,
-            message=self.eid_message,
+            max_age=cls.eid_max_age,
+            min_age=cls.eid_min_age,
+            providers=cls.eid_providers,
+            same_person=cls.eid_same_person,
+            message=cls.eid_message,
         )
 
+    def get_eid_requirements(self) -> Requirements:
+        """The conditions for this request; by default the class attributes'."""
+        requirements: Requirements = getattr(type(self), "_eid_requirements", None) or (
+            self._requirements_of_attributes()
+        )
+        return requirements
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        refusal = gate(request, self.get_eid_requirements(), login_url=self.eid_login_url)
+        refusal = gate(
+            request,
+            self.get_eid_requirements(),
+            login_url=self.eid_login_url,
+            keep_form=self.eid_keep_form,
+        )
         if refusal is not None:
             return refusal
         response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]

@@ -36,13 +36,18 @@ def fit(field_name: str, value: str) -> str:
     return value[:limit] if limit is not None else value
 
 
+def local_today() -> datetime.date:
+    """Today in the site's time zone (``USE_TZ`` on), or the server's date (off)."""
+    return timezone.localdate() if settings.USE_TZ else datetime.date.today()
+
+
 def born_by(age: int, today: datetime.date | None = None) -> datetime.date:
     """The latest birth date of a person who is ``age`` whole years old ``today``.
 
     Someone born on 29 February comes of age on 1 March in a year without one, as
     :attr:`Identification.age` counts.
     """
-    today = today or timezone.localdate()
+    today = today or local_today()
     try:
         return today.replace(year=today.year - age)
     except ValueError:  # today is 29 February, and that year has none
@@ -62,35 +67,37 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         """Rows that hold a verified identity: ``SUCCESS`` and not anonymized."""
         return self.filter(status=Identification.Status.SUCCESS, anonymized_at__isnull=True)
 
+    def latest_verified(self, user: Any) -> Identification | None:
+        """The user's latest verified identification, or ``None`` (also when anonymous).
+
+        The national identity number is decrypted only when read: most callers never do,
+        and a row under a removed key must not make the question unanswerable.
+        """
+        if not getattr(user, "is_authenticated", False):
+            return None
+        rows = self.verified().filter(user=user).defer("social_security_number")
+        return rows.order_by("-completed_at", "-pk").first()
+
     def verified_for(
         self,
         user: Any,
         *,
         max_age: int | float | datetime.timedelta | None = None,
         min_age: int | None = None,
-        providers: Iterable[str] | None = None,
+        providers: Iterable[str] | str | None = None,
     ) -> Identification | None:
-        """The user's latest verified identification meeting every condition, or ``None``.
+        """The user's latest verified identification if it meets every condition, else ``None``.
 
         ``max_age``: verified at most this long ago (seconds or a ``timedelta``).
         ``min_age``: the person is at least this many whole years old today; a person
         whose age is unknown does not qualify. ``providers``: verified with one of these.
-        An anonymous user, and anonymized rows (``eid_purge --anonymize``), never qualify.
+        Only the latest verification counts: it is who the user is now. An anonymous user,
+        and anonymized rows (``eid_purge --anonymize``), never qualify.
         """
-        if not getattr(user, "is_authenticated", False):
+        latest = self.latest_verified(user)
+        if latest is None or latest.unmet(max_age=max_age, min_age=min_age, providers=providers):
             return None
-        rows = self.verified().filter(user=user)
-        if max_age is not None:
-            if not isinstance(max_age, datetime.timedelta):
-                max_age = datetime.timedelta(seconds=max_age)
-            rows = rows.filter(completed_at__gte=timezone.now() - max_age)
-        if min_age is not None:
-            rows = rows.filter(date_of_birth__lte=born_by(min_age))
-        if providers is not None:
-            rows = rows.filter(identity_provider__in=list(providers))
-        # The number is decrypted only when read: most callers never do (and a row under a
-        # removed key must not make the question unanswerable).
-        return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()
+        return latest
 
     def pending(self) -> IdentificationQuerySet:
         """Rows still waiting for the user to come back from the broker."""
@@ -227,8 +234,41 @@ class Identification(models.Model):
         born = self.date_of_birth
         if born is None:
             return None
-        today = timezone.localdate()
+        today = local_today()
         return today.year - born.year - ((today.month, today.day) < (born.month, born.day))
+
+    def unmet(
+        self,
+        *,
+        max_age: int | float | datetime.timedelta | None = None,
+        min_age: int | None = None,
+        providers: Iterable[str] | str | None = None,
+    ) -> tuple[str, ...]:
+        """The conditions of a gate this identification fails, as gate-reason codes.
+
+        ``too_old`` (verified longer ago than ``max_age``), ``too_young`` or
+        ``age_not_known`` (``min_age``), ``wrong_provider`` (``providers``); empty when it
+        meets them all. It does not look at the status: see :meth:`is_verified`.
+        """
+        from django_eid import outcomes
+
+        failed = []
+        if max_age is not None:
+            if not isinstance(max_age, datetime.timedelta):
+                max_age = datetime.timedelta(seconds=max_age)
+            if self.completed_at is None or timezone.now() - self.completed_at > max_age:
+                failed.append(outcomes.TOO_OLD)
+        if providers is not None:
+            wanted = (providers,) if isinstance(providers, str) else tuple(providers)
+            if self.identity_provider not in wanted:
+                failed.append(outcomes.WRONG_PROVIDER)
+        if min_age is not None:
+            age = self.age
+            if age is None:
+                failed.append(outcomes.AGE_NOT_KNOWN)
+            elif age < min_age:
+                failed.append(outcomes.TOO_YOUNG)
+        return tuple(failed)
 
     @property
     def masked_social_security_number(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
@@ -195,12 +196,17 @@ _REJECTIONS: dict[str, Promise] = {
 }
 
 
-def rejection_message(code: str) -> str | None:
-    """django-eid's own reason for rejecting with ``code``, in the active language; else ``None``."""
+def rejection_message(code: str, stored: str = "") -> str | None:
+    """django-eid's own reason for rejecting with ``code``, in the active language; else ``None``.
+
+    ``stored`` is the reason as stored with the row: a ``MIN_AGE`` refusal names the age
+    that applied then (its number is read back from it), not today's setting.
+    """
     if code == MIN_AGE:
-        age = eid_settings.MIN_AGE
+        applied = re.search(r"[0-9]+", stored)
+        age = int(applied.group()) if applied else eid_settings.MIN_AGE
         if age is None:
-            return None  # the rule is gone: the reason stored with the row says what it was
+            return None
         return ngettext(
             "You must be at least %(age)d year old to use this service.",
             "You must be at least %(age)d years old to use this service.",
@@ -260,7 +266,8 @@ def of(identification: Identification) -> Outcome:
     if status == Status.EXPIRED:
         return EXPIRED
     if status == Status.REJECTED:
-        reason = rejection_message(identification.error_code) or identification.error_message
+        stored = identification.error_message
+        reason = rejection_message(identification.error_code, stored) or stored
         return REJECTED.with_message(reason) if reason else REJECTED
     return FAILED
 

@@ -2,7 +2,8 @@
 
 The question "may this user do this now?" answered without HTTP: the decorator, the
 mixin and the REST framework permission ask it through :meth:`Requirements.check`, and
-a site may ask it anywhere (a template tag, a task).
+a site may ask it anywhere (a template tag, a task). Only the user's latest verification
+is judged: it is who the user is now.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils import timezone
 from django.utils.functional import Promise
 
-from django_eid import claims, outcomes, state
+from django_eid import claims, outcomes, vocabulary
 from django_eid.models import Identification
 
 #: The longest ``max_age`` that means something (and that date arithmetic can still do).
@@ -26,9 +26,9 @@ MAX_AGE_LIMIT = datetime.timedelta(days=36525)
 class Verdict:
     """The answer of :meth:`Requirements.check`.
 
-    ``identification`` is the verified identification that meets the requirements (or
-    ``None``); ``reasons`` are the conditions the user failed, as :mod:`django_eid.outcomes`
-    gate-reason codes, empty when they pass.
+    ``identification`` is the user's latest verified identification when it meets the
+    requirements (else ``None``); ``reasons`` are the conditions the user failed, as
+    :mod:`django_eid.outcomes` gate-reason codes, empty when they pass.
     """
 
     identification: Identification | None
@@ -40,15 +40,45 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Demand:
+    """What a gate asked of the identification the user starts: why they were sent, and
+    what the identification must be (kept in the session by :mod:`django_eid.state`).
+
+    ``codes`` are the conditions the user failed, ``message`` the gate's own explanation
+    instead of the defaults.
+    """
+
+    codes: tuple[str, ...] = ()
+    message: str = ""
+    min_age: int | None = None
+    same_person: bool = False
+    providers: tuple[str, ...] | None = None
+
+    def reasons(self) -> list[str]:
+        """What the start page tells the user, in the active language."""
+        if self.message:
+            return [self.message]
+        return [outcomes.gate_reason(code, min_age=self.min_age) for code in self.codes]
+
+    def as_json(self, start_url: str) -> dict[str, Any]:
+        """The body of a 403 answer to a JSON client: no personal data, the start URL."""
+        return {
+            "code": "eid_required",
+            "message": " ".join(self.reasons()),
+            "reasons": list(self.codes),
+            "start_url": start_url,
+        }
+
+
+@dataclass(frozen=True)
 class Requirements:
     """The conditions of a gate.
 
-    ``max_age``: the latest verified identification is at most this old (seconds or a
-    ``timedelta``); ``min_age``: the person is at least this many whole years old (an
-    unknown age fails); ``providers``: verified with one of these providers;
-    ``same_person``: the person is the one already verified on the account
-    (:func:`django_eid.claims.account_person`); ``message``: what the start page says
-    instead of the defaults.
+    ``max_age``: the latest verification is at most this old (seconds or a ``timedelta``);
+    ``min_age``: its person is at least this many whole years old (an unknown age fails);
+    ``providers``: it was made with one of these providers; ``same_person``: its person is
+    the one already verified on the account (:func:`django_eid.claims.account_person`);
+    ``message``: what the start page says instead of the defaults.
     """
 
     max_age: datetime.timedelta | None = None
@@ -67,7 +97,7 @@ class Requirements:
         same_person: bool = False,
         message: str | Promise | None = None,
     ) -> Requirements:
-        """Requirements from a gate's options, checked (``ValueError``/``TypeError``) at once."""
+        """Requirements from a gate's options, checked at once (``ValueError``, ``TypeError``)."""
         if max_age is not None and not isinstance(max_age, datetime.timedelta):
             if isinstance(max_age, bool) or not isinstance(max_age, int | float):
                 raise TypeError("max_age must be a number of seconds or a timedelta")
@@ -86,50 +116,30 @@ class Requirements:
         found = None if providers is None else tuple(providers)
         if found is not None and not found:
             raise ValueError("providers must name at least one provider")
+        bad = [p for p in found or () if not vocabulary.PROVIDER_RE.match(str(p))]
+        if bad:
+            raise ValueError(f"providers: {bad!r} are not provider names (e.g. NO_BANKID_WEB)")
         return cls(max_age, min_age, found, bool(same_person), message)
 
-    def demand(self, verdict: Verdict) -> state.Demand:
+    def check(self, user: Any) -> Verdict:
+        """Whether ``user``'s latest verification meets these requirements, and if not, why."""
+        latest = Identification.objects.latest_verified(user)
+        if latest is None:
+            return Verdict(None, (outcomes.NOT_VERIFIED,))
+        reasons = latest.unmet(max_age=self.max_age, min_age=self.min_age, providers=self.providers)
+        if not reasons and self.same_person and not _is_account_person(user, latest):
+            reasons = (outcomes.OTHER_PERSON,)
+        return Verdict(None if reasons else latest, reasons)
+
+    def demand(self, verdict: Verdict) -> Demand:
         """What the start page needs to know of these requirements, which ``verdict`` failed."""
-        return state.Demand(
+        return Demand(
             codes=verdict.reasons,
             message=str(self.message or ""),
             min_age=self.min_age,
             same_person=self.same_person,
             providers=self.providers,
         )
-
-    def check(self, user: Any) -> Verdict:
-        """Whether ``user`` meets these requirements now, and if not, why not."""
-        if not getattr(user, "is_authenticated", False):
-            return Verdict(None, (outcomes.NOT_VERIFIED,))
-        found = Identification.objects.verified_for(
-            user, max_age=self.max_age, min_age=self.min_age, providers=self.providers
-        )
-        if found is not None:
-            if self.same_person and not _is_account_person(user, found):
-                return Verdict(None, (outcomes.OTHER_PERSON,))
-            return Verdict(found)
-        return Verdict(None, self._failed(Identification.objects.verified_for(user)))
-
-    def _failed(self, latest: Identification | None) -> tuple[str, ...]:
-        """The conditions the user's latest verified identification fails."""
-        if latest is None:
-            return (outcomes.NOT_VERIFIED,)
-        reasons = []
-        if self.max_age is not None and (
-            latest.completed_at is None or latest.completed_at < timezone.now() - self.max_age
-        ):
-            reasons.append(outcomes.TOO_OLD)
-        if self.providers is not None and latest.identity_provider not in self.providers:
-            reasons.append(outcomes.WRONG_PROVIDER)
-        if self.min_age is not None:
-            age = latest.age
-            if age is None:
-                reasons.append(outcomes.AGE_NOT_KNOWN)
-            elif age < self.min_age:
-                reasons.append(outcomes.TOO_YOUNG)
-        # Nothing failed on the latest: an older one was meant (a race); ask again.
-        return tuple(reasons) or (outcomes.NOT_VERIFIED,)
 
 
 def _is_account_person(user: Any, identification: Identification) -> bool:

@@ -20,9 +20,9 @@ from typing import Any, Final
 from django.core.cache import caches
 from django.http import HttpRequest
 
-from django_eid import outcomes
 from django_eid.conf import eid_settings
 from django_eid.models import max_length
+from django_eid.requirements import Demand
 
 logger = logging.getLogger("django_eid")
 
@@ -110,27 +110,6 @@ MAX_KEPT_SIZE: Final = 16 * 1024
 MAX_NEXT_LENGTH: Final = max_length("next_url") or 0
 
 
-@dataclass(frozen=True)
-class Demand:
-    """What a gate asked of the identification the user starts for ``next``.
-
-    ``codes`` are the conditions the user failed (:mod:`django_eid.outcomes`' gate reasons),
-    ``message`` the gate's own explanation instead of the defaults.
-    """
-
-    codes: tuple[str, ...] = ()
-    message: str = ""
-    min_age: int | None = None
-    same_person: bool = False
-    providers: tuple[str, ...] | None = None
-
-    def reasons(self) -> list[str]:
-        """What the start page tells the user, in the active language."""
-        if self.message:
-            return [self.message]
-        return [outcomes.gate_reason(code, min_age=self.min_age) for code in self.codes]
-
-
 def _fresh(entries: object) -> dict[str, dict[str, Any]]:
     """The entries of a session dict younger than ``SESSION_MAX_AGE``."""
     if not isinstance(entries, dict):
@@ -188,13 +167,6 @@ def demand(request: HttpRequest, next_url: str) -> Demand:
         same_person=value.get("same_person") is True,
         providers=_strings(value.get("providers")),
     )
-
-
-def forget_demand(request: HttpRequest, next_url: str) -> None:
-    """The identification for ``next_url`` has started: the gate's demand travels with it."""
-    demands = _fresh(request.session.get(DEMANDS_KEY))
-    if demands.pop(next_url, None) is not None:
-        request.session[DEMANDS_KEY] = demands
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from django_eid.conf import eid_settings
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
+from django_eid.requirements import Demand
 
 logger = logging.getLogger("django_eid")
 
@@ -97,6 +98,7 @@ def leave(request: HttpRequest, row: Identification) -> HttpResponse:
 
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(sensitive_variables(), name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
 class StartView(LoginRequiredMixin, View):
     """GET shows the form (and why a gate sent the user); POST starts (never GET: login-CSRF)."""
@@ -105,9 +107,7 @@ class StartView(LoginRequiredMixin, View):
     template_name = "django_eid/start.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        next_url = flow.safe_next(
-            request.GET.get("next"), host=request.get_host(), secure=request.is_secure()
-        )
+        next_url = safe_next(request, request.GET.get("next"))
         demand = state.demand(request, next_url)
         initial = {
             "next": next_url,
@@ -117,7 +117,7 @@ class StartView(LoginRequiredMixin, View):
         return self.render_form(form, demand=demand)
 
     def render_form(
-        self, form: StartForm, status: int = 200, *, demand: state.Demand | None = None
+        self, form: StartForm, status: int = 200, *, demand: Demand | None = None
     ) -> TemplateResponse:
         context = {"form": form, "reasons": demand.reasons() if demand else []}
         return TemplateResponse(self.request, self.template_name, context, status=status)
@@ -128,9 +128,7 @@ class StartView(LoginRequiredMixin, View):
             # a billed session (system check E019 names the missing middleware).
             logger.error("django-eid needs SessionMiddleware (system check E019).")
             return render_outcome(request, outcomes.NOT_AVAILABLE)
-        next_url = flow.safe_next(
-            request.POST.get("next"), host=request.get_host(), secure=request.is_secure()
-        )
+        next_url = safe_next(request, request.POST.get("next"))
         demand = state.demand(request, next_url)
         form = StartForm(request.POST, request=request, restrict=demand.providers)
         if not form.is_valid():
@@ -140,6 +138,7 @@ class StartView(LoginRequiredMixin, View):
                 request.user,
                 return_urls=self.return_urls,
                 host=request.get_host(),
+                secure=request.is_secure(),
                 provider=form.cleaned_data["provider"],
                 display=form.cleaned_data["display"],
                 next_url=form.cleaned_data["next"],
@@ -151,7 +150,6 @@ class StartView(LoginRequiredMixin, View):
             )
         except flow.Refused as refused:
             return render_refusal(request, refused)
-        state.forget_demand(request, next_url)
         reference = started.identification.reference
         if started.identification.display == Identification.Display.IFRAME:
             state.remember(request, reference, frame_url=started.url)

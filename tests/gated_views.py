@@ -50,6 +50,12 @@ def exempt_form(request: HttpRequest) -> HttpResponse:
     return HttpResponse(f"exempt {request.method}")
 
 
+@eid_required(keep_form=False)
+def password_form(request: HttpRequest) -> HttpResponse:
+    """A form with a password: not to be kept in the session over the verification."""
+    return HttpResponse("changed")
+
+
 class AdultsView(EidRequiredMixin, View):
     eid_min_age = 18
 
@@ -97,6 +103,7 @@ urlpatterns = [
     path("adults/", adults, name="adults"),
     path("contract/", contract, name="contract"),
     path("exempt/", exempt_form, name="exempt"),
+    path("password/", password_form, name="password"),
     path("class/adults/", AdultsView.as_view(), name="class-adults"),
     path("class/chosen/", ChosenPerView.as_view(), name="class-chosen"),
     path("api/payout/", PayoutAPI.as_view(), name="api-payout"),

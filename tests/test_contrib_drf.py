@@ -68,3 +68,12 @@ def test_authentication_is_left_to_rest_framework(client: Client) -> None:
     response = client.get("/gated/api/payout/", headers=JSON)
     assert response.status_code == 403
     assert response.json() == {"detail": "Authentication credentials were not provided."}
+
+
+def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
+    from django_eid.contrib.drf import EidVerified
+
+    with pytest.raises(ValueError, match="max_age"):
+
+        class Broken(EidVerified):
+            max_age = -5

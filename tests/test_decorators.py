@@ -100,14 +100,17 @@ def test_the_bare_decorator_keeps_the_views_name() -> None:
     assert (my_view.__name__, my_view.__doc__) == ("my_view", "Mine.")
 
 
-def test_a_failed_or_rejected_identification_does_not_pass(
-    alice_client: Client, eid_broker: EidBroker
+def test_a_failed_aborted_or_rejected_identification_does_not_pass(
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
     alice_client.post(START)
     alice_client.get(eid_broker.fail("TIMEOUT"))
     alice_client.post(START)
     alice_client.get(eid_broker.abort())
-    assert Identification.objects.count() == 2
+    eid(MIN_AGE=18)
+    verify(alice_client, eid_broker, eid_broker.persons.MINOR)
+    statuses = set(Identification.objects.values_list("status", flat=True))
+    assert statuses == {Status.ERROR, Status.ABORTED, Status.REJECTED}
     sent_to_start(alice_client.get("/gated/any/"))
 
 
@@ -218,10 +221,10 @@ def test_an_anonymized_identification_never_counts_as_verified(
 
 
 # -- the same person -----------------------------------------------------------------------------
-def test_same_person_refuses_someone_else_and_prefills_the_expected_number(
+def test_same_person_refuses_someone_else_and_prefills_the_expected_number_when_asked(
     alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
-    eid(GET_SOCIAL_SECURITY_NUMBER=True)
+    eid(GET_SOCIAL_SECURITY_NUMBER=True, PREFILL_SAME_PERSON=True)
     kari, ola = eid_broker.persons.NORWEGIAN, eid_broker.persons.NO_MIDDLE_NAME
     verify(alice_client, eid_broker, kari)
     make_old(Identification.objects.get(), 3600)
@@ -241,14 +244,38 @@ def test_same_person_refuses_someone_else_and_prefills_the_expected_number(
     assert alice_client.get("/gated/payout/").content == b"payout form"
 
 
-def test_same_person_without_the_number_matches_provider_and_unique_id(
-    alice_client: Client, eid_broker: EidBroker
+def test_the_expected_number_is_not_prefilled_by_default(
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
+    """The broker's page would show the owner's number to whoever holds the session."""
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
     kari = eid_broker.persons.NORWEGIAN
     verify(alice_client, eid_broker, kari)
     make_old(Identification.objects.get(), 3600)
-    verify(alice_client, eid_broker, kari, next_url="/gated/payout/")
+    next_url = sent_to_start(alice_client.get("/gated/payout/"))
+    verify(alice_client, eid_broker, kari, next_url=next_url)
     assert "PreFilledSocialSecurityNumber" not in eid_broker.create_requests[-1]
+    assert Identification.objects.latest("created_at").same_person
+    assert alice_client.get("/gated/payout/").status_code == 200
+
+
+def test_same_person_without_the_number_matches_provider_and_unique_id(
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
+) -> None:
+    eid(PREFILL_SAME_PERSON=True)  # no number to pre-fill: nothing is sent
+    kari, ola = eid_broker.persons.NORWEGIAN, eid_broker.persons.NO_MIDDLE_NAME
+    verify(alice_client, eid_broker, kari)
+    make_old(Identification.objects.get(), 3600)
+    next_url = sent_to_start(alice_client.get("/gated/payout/"))
+    verify(alice_client, eid_broker, ola, next_url=next_url)
+    assert "PreFilledSocialSecurityNumber" not in eid_broker.create_requests[-1]
+    other = Identification.objects.latest("created_at")
+    assert (other.same_person, other.status, other.error_code) == (
+        True,
+        Status.REJECTED,
+        "NOT_SAME_PERSON",
+    )
+    verify(alice_client, eid_broker, kari, next_url=next_url)
     assert alice_client.get("/gated/payout/").status_code == 200
 
 
@@ -294,7 +321,8 @@ def test_a_json_client_gets_403_json_naming_the_start_url(
     assert body["code"] == "eid_required"
     assert body["reasons"] == ["not_verified"]
     assert body["message"] == "Please verify your identity to continue."
-    assert body["start_url"] == "/eid/start/?next=%2Fgated%2Fpayout%2F"
+    # The front end decides where the user goes afterwards: no next back to this URL.
+    assert body["start_url"] == "/eid/start/"
     assert state.KEPT_KEY not in alice_client.session  # a JSON POST is not kept
 
 
@@ -463,3 +491,101 @@ def test_a_single_provider_may_be_given_as_a_string(
     verify(alice_client, eid_broker)
     request = alice_client.get("/gated/any/").wsgi_request
     assert view(request).content == b"ok"
+
+
+# -- what the view gets, and the options of the gate ---------------------------------------------
+def test_a_view_that_passes_finds_the_verification_on_the_request(
+    alice: AbstractBaseUser, eid_broker: EidBroker
+) -> None:
+    seen: list[Any] = []
+
+    @eid_required(max_age=300)
+    def view(request: Any) -> HttpResponse:
+        seen.append(request.eid_identification)
+        return HttpResponse("ok")
+
+    client = logged_in(alice)
+    verify(client, eid_broker)
+    request = client.get("/gated/any/").wsgi_request
+    assert view(request).content == b"ok"
+    assert seen == [Identification.objects.get()]
+
+
+def test_keep_form_false_keeps_nothing(alice: AbstractBaseUser) -> None:
+    client, token = csrf_client(alice)
+    response = client.post("/gated/password/", {"password": "s3cret", "csrfmiddlewaretoken": token})
+    assert sent_to_start(response) == "/gated/password/"
+    assert not client.session.get(state.KEPT_KEY)
+
+
+def test_no_form_is_kept_in_a_signed_cookie_session(alice: AbstractBaseUser, settings: Any) -> None:
+    """The cookie would carry the form to the browser (and overflow)."""
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.signed_cookies"
+    client, token = csrf_client(alice)
+    next_url = sent_to_start(
+        client.post("/gated/payout/", {"account": "1", "csrfmiddlewaretoken": token})
+    )
+    assert next_url == "/gated/payout/"
+
+
+def test_the_latest_verification_decides_not_an_older_one(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    """An adult's earlier verification does not open an 18+ gate for the child verified since."""
+    verify(alice_client, eid_broker, eid_broker.persons.NORWEGIAN)
+    verify(alice_client, eid_broker, eid_broker.persons.CHILD)
+    sent_to_start(alice_client.get("/gated/adults/"))
+
+
+def test_a_retry_after_an_abort_keeps_what_the_gate_asked(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    verify(alice_client, eid_broker, eid_broker.persons.NORWEGIAN)
+    make_old(Identification.objects.get(), 3600)
+    next_url = sent_to_start(alice_client.get("/gated/payout/"))
+    alice_client.post(START, {"next": next_url})
+    aborted = alice_client.get(eid_broker.abort())
+    # Back on the start page, with the gate's reason, for another try.
+    assert aborted["Location"] == f"{START}?next=%2Fgated%2Fpayout%2F"
+    assert "needs a recent verification" in alice_client.get(aborted["Location"]).content.decode()
+    verify(alice_client, eid_broker, eid_broker.persons.NO_MIDDLE_NAME, next_url=next_url)
+    retry = Identification.objects.latest("created_at")
+    assert (retry.same_person, retry.status, retry.error_code) == (
+        True,
+        Status.REJECTED,
+        "NOT_SAME_PERSON",
+    )
+
+
+def test_a_gate_survives_a_number_under_a_removed_key(
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
+) -> None:
+    from cryptography.fernet import Fernet
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    eid(GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[old])
+    kari = eid_broker.persons.NORWEGIAN
+    verify(alice_client, eid_broker, kari)
+    make_old(Identification.objects.get(), 3600)
+    eid(ENCRYPTION_KEYS=[new])  # the old key removed before eid_reencrypt ran
+    next_url = sent_to_start(alice_client.get("/gated/payout/"))
+    # Kari again: the unique id at her provider still says who she is.
+    verify(alice_client, eid_broker, kari, next_url=next_url)
+    assert Identification.objects.latest("created_at").status == Status.SUCCESS
+    assert alice_client.get("/gated/payout/").content == b"payout form"
+
+
+def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
+    from django.views import View
+
+    from django_eid.mixins import EidRequiredMixin
+
+    with pytest.raises(ValueError, match="min_age"):
+
+        class Broken(EidRequiredMixin, View):
+            eid_min_age = -1
+
+    with pytest.raises(ValueError, match="provider"):
+
+        class Typo(EidRequiredMixin, View):
+            eid_providers = ["bankid"]

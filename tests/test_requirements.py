@@ -226,14 +226,17 @@ def test_another_provider_does_not_qualify(
 
 
 def test_every_option_at_once(alice: AbstractBaseUser, now: Any) -> None:
-    verified(alice, completed=ago(30), provider="NO_BUYPASS")  # wrong provider
-    verified(alice, completed=ago(400), provider="NO_BANKID_WEB")  # too old
-    verified(alice, completed=ago(20), born=datetime.date(2010, 1, 1))  # 16
+    options: dict[str, Any] = {"max_age": 300, "min_age": 18, "providers": ["NO_BANKID_WEB"]}
     good = verified(alice, completed=ago(100), born=datetime.date(2008, 6, 15))
-    found = Identification.objects.verified_for(
-        alice, max_age=300, min_age=18, providers=["NO_BANKID_WEB"]
-    )
-    assert found == good
+    assert Identification.objects.verified_for(alice, **options) == good
+    for latest in (
+        {"completed": ago(30), "provider": "NO_BUYPASS"},  # wrong provider
+        {"completed": ago(20), "born": datetime.date(2010, 1, 1)},  # 16
+    ):
+        row = verified(alice, **latest)
+        assert Identification.objects.verified_for(alice, **options) is None
+        row.delete()
+    assert Identification.objects.verified_for(alice, **options) == good
 
 
 # -- which row ----------------------------------------------------------------------------------
@@ -243,8 +246,10 @@ def test_the_latest_verification_is_returned(alice: AbstractBaseUser, now: Any) 
     older = verified(alice, completed=ago(600), provider="NO_BANKID_WEB")
     assert newer.pk < older.pk
     assert Identification.objects.verified_for(alice) == newer
-    # The newest does not match: the latest one that does.
-    assert Identification.objects.verified_for(alice, providers=["NO_BANKID_WEB"]) == older
+    # Only the latest counts (it is who the user is now): an older match does not.
+    assert Identification.objects.verified_for(alice, providers=["NO_BANKID_WEB"]) is None
+    assert Identification.objects.verified_for(alice, providers=["SWE_BANKID"]) == newer
+    assert older.unmet(providers=["NO_BANKID_WEB"]) == ()
 
 
 def test_an_anonymous_user_has_none(alice: AbstractBaseUser) -> None:
@@ -450,11 +455,12 @@ def test_the_reasons_are_those_of_the_latest_verification(
     assert Requirements.of(max_age=300, min_age=18).check(alice).reasons == ("too_young",)
 
 
-def test_an_older_verification_meeting_everything_passes(alice: AbstractBaseUser) -> None:
-    good = verified(alice, completed=timezone.now() - datetime.timedelta(minutes=2))
-    verified(alice, provider="NO_BUYPASS", unique_id="uid-kari-buypass")
-    verdict = Requirements.of(providers=["NO_BANKID_WEB"]).check(alice)
-    assert verdict == Verdict(good)
+def test_an_older_verification_meeting_everything_does_not_pass(alice: AbstractBaseUser) -> None:
+    """An adult's old verification must not open an 18+ gate for a child verified since."""
+    verified(alice, completed=timezone.now() - datetime.timedelta(minutes=2))
+    verified(alice, born=datetime.date.today().replace(year=datetime.date.today().year - 10))
+    verdict = Requirements.of(min_age=18).check(alice)
+    assert verdict == Verdict(None, ("too_young",))
 
 
 # -- same_person -------------------------------------------------------------------------------
@@ -501,3 +507,9 @@ def test_the_accounts_person_is_its_first_verification_still_stored(
     Identification.objects.filter(pk=first.pk).update(anonymized_at=timezone.now())
     # Ola's is now the account's first (and latest) verification still stored.
     assert Requirements.of(same_person=True).check(alice).passed
+
+
+def test_a_single_provider_may_be_a_string(alice: AbstractBaseUser) -> None:
+    row = verified(alice, provider="NO_BANKID_WEB")
+    assert Identification.objects.verified_for(alice, providers="NO_BANKID_WEB") == row
+    assert Identification.objects.verified_for(alice, providers="NO_BUYPASS") is None

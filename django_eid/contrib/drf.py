@@ -45,14 +45,29 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
     #: Where the front end sends the user afterwards (the start's ``next``); ``None``: none.
     next_url: str | None = None
 
-    def get_requirements(self) -> Requirements:
-        return Requirements.of(
-            max_age=self.max_age,
-            min_age=self.min_age,
-            providers=self.providers,
-            same_person=self.same_person,
-            message=self.eid_message,
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A mistake in the class attributes fails at import, not on every request.
+        cls._requirements = Requirements.of(
+            max_age=cls.max_age,
+            min_age=cls.min_age,
+            providers=cls.providers,
+            same_person=cls.same_person,
+            message=cls.eid_message,
         )
+
+    def get_requirements(self) -> Requirements:
+        """The conditions for this request; by default the class attributes'."""
+        requirements: Requirements = getattr(type(self), "_requirements", None) or (
+            Requirements.of(
+                max_age=self.max_age,
+                min_age=self.min_age,
+                providers=self.providers,
+                same_person=self.same_person,
+                message=self.eid_message,
+            )
+        )
+        return requirements
 
     def has_permission(self, request: Any, view: Any) -> bool:
         requirements = self.get_requirements()
@@ -61,6 +76,7 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
             return False
         verdict = requirements.check(user)
         if verdict.passed:
+            request.eid_identification = verdict.identification
             return True
         demand = requirements.demand(verdict)
         start_url = reverse("django_eid:start")
@@ -69,11 +85,6 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
                 state.require(request, self.next_url, demand)
             start_url += "?" + urlencode({"next": self.next_url})
         # REST framework answers 403 with this as its body (instances live one request).
-        self.message = {
-            "code": "eid_required",
-            "message": " ".join(demand.reasons()),
-            "reasons": list(verdict.reasons),
-            "start_url": start_url,
-        }
+        self.message = demand.as_json(start_url)
         self.code = "eid_required"
         return False

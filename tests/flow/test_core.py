@@ -263,3 +263,10 @@ def test_return_urls_keep_the_placeholders_unencoded() -> None:
     assert urls.success.endswith("/success/?requestId=[1]&externalId=[2]")
     assert urls.abort.endswith("/abort/?requestId=[1]&externalId=[2]")
     assert urls.error.endswith("/error/?status=[0]")
+
+
+def test_start_drops_a_destination_off_the_site(alice: AbstractBaseUser, broker: Broker) -> None:
+    """A JSON or command front end passing user input gets the same check as the form."""
+    for unsafe in ("https://evil.example/", "//evil.example/", "/" + "a" * 3000):
+        assert start(alice, next_url=unsafe).identification.next_url == ""
+    assert start(alice, next_url="/account/").identification.next_url == "/account/"

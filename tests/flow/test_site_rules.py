@@ -297,3 +297,56 @@ def test_a_rejection_from_succeeded_still_works_after_the_commit(
         "identification_succeeded",
         "identification_failed",
     ]
+
+
+def test_the_first_receiver_that_says_no_stops_the_others(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    verifying: Callable[..., None],
+) -> None:
+    ran: list[str] = []
+
+    def first(**kwargs: Any) -> None:
+        ran.append("first")
+        raise IdentificationRejected("No.")
+
+    def second(**kwargs: Any) -> None:
+        ran.append("second")  # would e-mail, book, charge ...
+
+    verifying(first)
+    verifying(second)
+    started, _ = finish(start, broker, alice_client)
+    assert started.refresh().status == Status.REJECTED
+    assert ran == ["first"]
+
+
+def test_a_min_age_refusal_keeps_saying_the_age_that_applied(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(MIN_AGE=18)
+    minor = broker.persons.MINOR
+    started, _ = finish(
+        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
+        SocialSecurityNumber=minor.national_identity_number,
+    )  # fmt: skip
+    eid(MIN_AGE=20)  # the site raises its limit later
+    page = alice_client.get(f"/eid/result/{started.reference}/").content.decode()
+    assert "You must be at least 18 years old to use this service." in page
+
+
+def test_ages_work_without_time_zone_support(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    settings: Any,
+) -> None:
+    settings.USE_TZ = False
+    eid(MIN_AGE=18)
+    minor = broker.persons.MINOR
+    started, _ = finish(
+        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
+        SocialSecurityNumber=minor.national_identity_number,
+    )  # fmt: skip
+    assert started.refresh().error_code == "MIN_AGE"

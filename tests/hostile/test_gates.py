@@ -256,8 +256,11 @@ def test_verifying_someone_else_again_and_again_never_opens_a_same_person_gate(
     # With the demand: rejected at once.
     verify(alice_client, eid_broker, ola, next=next_url)
     assert (latest().status, latest().error_code) == (Status.REJECTED, "NOT_SAME_PERSON")
-    # The demand went with that start; the same next again is a plain start: Ola is stored ...
+    # The demand stays for a retry ("Try again" keeps next): rejected again.
     verify(alice_client, eid_broker, ola, next=next_url)
+    assert (latest().status, latest().error_code) == (Status.REJECTED, "NOT_SAME_PERSON")
+    # A plain start (no next) is stored ...
+    verify(alice_client, eid_broker, ola)
     assert latest().status == Status.SUCCESS
     # ... and again, with another provider, and with the same unique id at another provider.
     verify(alice_client, eid_broker, ola, provider="NO_BANKID_WEB")
@@ -807,7 +810,8 @@ def assert_gate_answer(response: HttpResponse, kind: str | None = None) -> None:
     body = response.json()
     assert set(body) == {"code", "message", "reasons", "start_url"}
     assert body["code"] == "eid_required"
-    assert body["start_url"].startswith(f"{START}?next=")
+    # The front end decides where the user goes afterwards: no next back to an API URL.
+    assert body["start_url"] == START
     assert is_local(body["start_url"])
 
 
@@ -930,8 +934,11 @@ def test_a_csrf_exempt_gate_keeps_no_form_without_a_valid_token(
     next_url = sent_to_start(client.post("/gated/exempt/", data, headers=headers))
     assert next_url == "/gated/exempt/"
     assert not client.session.get(state.KEPT_KEY)
-    # The control: the same POST with the session's own token is kept.
-    kept = client.post("/gated/exempt/", {"field": "x", "csrfmiddlewaretoken": token})
+    # Not even with the session's own token: nothing vouched for it (the view is exempt) ...
+    plain = client.post("/gated/exempt/", {"field": "x", "csrfmiddlewaretoken": token})
+    assert sent_to_start(plain) == "/gated/exempt/"
+    # ... while the same POST to a protected gate is kept.
+    kept = client.post("/gated/payout/", {"account": "1", "csrfmiddlewaretoken": token})
     assert sent_to_start(kept).startswith("/eid/resume/")
 
 

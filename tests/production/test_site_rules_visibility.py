@@ -25,7 +25,14 @@ from django_eid import signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from django_eid.sandbox.persons import builtin_persons
-from tests.production.helpers import fresh_clients, start, success_url
+from tests.production.helpers import (
+    client_with_session,
+    fresh_clients,
+    receiving,
+    run_threads,
+    start,
+    success_url,
+)
 from tests.production.stub import BrokerStub
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
@@ -127,6 +134,7 @@ def test_a_minor_refused_by_a_verifying_receiver_is_never_seen_verified(
     assert (row.status, row.error_message) == (Status.REJECTED, "Adults only.")
     assert len(seen) > 20
     assert Status.SUCCESS not in seen
+    assert seen[0] == Status.PENDING
     assert seen[-1] == Status.REJECTED
 
 
@@ -146,3 +154,39 @@ def test_the_compatibility_path_is_seen_verified_for_a_moment(
         signals.identification_succeeded.disconnect(late)
     assert row.status == Status.REJECTED
     assert Status.SUCCESS in seen
+
+
+def test_two_callbacks_at_once_run_the_rules_once(
+    eid_on_stub: BrokerStub, django_user_model: Any
+) -> None:
+    """The second callback waits for the row's lock, then finds it finished."""
+    assert connection.vendor == "postgresql"
+    browser = Client()
+    browser.force_login(django_user_model.objects.create_user("kari", password="pw"))
+    row = start(browser)
+    url = success_url(row, eid_on_stub)
+    tabs = [client_with_session(browser.session.session_key or "") for _ in range(2)]
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def slow_rule(identification: Identification, **kwargs: Any) -> None:
+        with lock:
+            calls.append(identification.pk)
+        time.sleep(HOLD)
+
+    barrier = threading.Barrier(2)
+
+    def hit(i: int) -> int:
+        barrier.wait(timeout=30)
+        return tabs[i].get(url).status_code
+
+    signals.identification_verifying.connect(slow_rule, weak=False)
+    try:
+        with receiving(signals.identification_succeeded) as succeeded:
+            answers = run_threads(hit, 2)
+    finally:
+        signals.identification_verifying.disconnect(slow_rule)
+    assert answers == [302, 302]
+    assert calls == [row.pk]
+    assert len(succeeded) == 1
+    assert Identification.objects.get(pk=row.pk).status == Status.SUCCESS
