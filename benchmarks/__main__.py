@@ -1,6 +1,7 @@
 """``python -m benchmarks [names...] [--quick]``: run the benchmarks, write results/latest.json.
 
-Names: token, connections, app, load, outage (default: all five, in that order).
+Names: token, connections, app, load, outage, reconcile, pending (default: all seven, in
+that order).
 PostgreSQL and Redis come from ``DATABASE_URL`` / ``EID_TEST_REDIS_URL``, or
 are started with ``.ci/services.sh start``. See docs/benchmarks.md.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from benchmarks.common import RESULTS, ROOT, log, machine, services_env, with_database
 
-NAMES = ("token", "connections", "app", "load", "outage")
+NAMES = ("token", "connections", "app", "load", "outage", "reconcile", "pending")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +94,14 @@ def _run(name: str, quick: bool, services: dict[str, str]) -> dict[str, Any]:
         from benchmarks import load
 
         return load.run(quick, services)
+    if name == "reconcile":
+        from benchmarks import reconcile
+
+        return reconcile.run(quick)
+    if name == "pending":
+        from benchmarks import pending_limit
+
+        return pending_limit.run(quick, services)
     from benchmarks import outage
 
     return outage.run(quick, services)

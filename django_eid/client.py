@@ -33,6 +33,7 @@ from django_eid.records import (
     CreatedSession,
     IdentificationRecord,
     parse_created,
+    parse_done,
     parse_record,
 )
 from django_eid.tokens import AccessToken, TokenStore, cache_key
@@ -149,6 +150,7 @@ class EidClient:
         language: str | None = None,
         get_social_security_number: bool = False,
         iframe_domain: str | None = None,
+        iframe_web_messaging: bool = False,
         prefilled_social_security_number: str | None = None,
     ) -> CreatedSession:
         """Create an identification session; returns where to send the user.
@@ -173,7 +175,7 @@ class EidClient:
         if iframe_domain:
             # The interface document reads top-level ``domain``; the deployed service
             # reads ``iFrame.Domain``. Send both.
-            body["iFrame"] = {"Domain": iframe_domain, "WebMessaging": False}
+            body["iFrame"] = {"Domain": iframe_domain, "WebMessaging": iframe_web_messaging}
             body["domain"] = iframe_domain
         if prefilled_social_security_number:
             body["PreFilledSocialSecurityNumber"] = prefilled_social_security_number
@@ -203,6 +205,20 @@ class EidClient:
         if record.request_id != request_id:
             raise EidProtocolError(f"{answer.what} answered the record of another session")
         return record
+
+    def session_done(self, request_id: str) -> bool:
+        """Whether the session ended (in any way), from the status call: no personal data.
+
+        Cheap enough to ask while the user is still at the broker; retrieve the record
+        (:meth:`get_session`) once it says ``True``.
+        """
+        answer = self._api(
+            "GET",
+            f"{self.settings.BASE_URL}{vocabulary.STATUS_PATH}",
+            retry=True,
+            params={vocabulary.REQUEST_ID_PARAM: request_id},
+        )
+        return parse_done(answer.json(), what=answer.what)
 
     # -- plumbing ----------------------------------------------------------
     def _api(self, method: str, url: str, *, retry: bool, **kwargs: Any) -> Answer:

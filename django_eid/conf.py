@@ -40,6 +40,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "LANGUAGE": None,
     "GET_SOCIAL_SECURITY_NUMBER": False,
     "IFRAME_DOMAIN": None,
+    "IFRAME_WEB_MESSAGING": False,
+    "IFRAME_WEB_MESSAGING_SCRIPT": None,
     # The flow.
     "SESSION_MAX_AGE": 1800,
     "SUCCESS_URL": "/",
@@ -48,6 +50,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "CALLBACK_INTERSTITIAL": True,
     "MAX_PENDING_PER_USER": 5,
     "ONE_ACCOUNT_PER_PERSON": False,
+    "COMPLETE_WITHOUT_CALLBACK": "same_device",
     # Site rules applied before an identity is stored as verified.
     "MIN_AGE": None,
     # Pre-fill the account's person's number at the broker for a same_person gate.
@@ -161,6 +164,15 @@ class EidSettings:
     def IFRAME_DOMAIN(self) -> str | None:
         return self.raw("IFRAME_DOMAIN") or None
 
+    @property
+    def IFRAME_WEB_MESSAGING(self) -> bool:
+        return bool(self.raw("IFRAME_WEB_MESSAGING"))
+
+    @property
+    def IFRAME_WEB_MESSAGING_SCRIPT(self) -> str | None:
+        value = self.raw("IFRAME_WEB_MESSAGING_SCRIPT")
+        return str(value) if value else None
+
     # -- the flow -------------------------------------------------------
     @property
     def SESSION_MAX_AGE(self) -> int:
@@ -189,6 +201,10 @@ class EidSettings:
     @property
     def ONE_ACCOUNT_PER_PERSON(self) -> bool:
         return bool(self.raw("ONE_ACCOUNT_PER_PERSON"))
+
+    @property
+    def COMPLETE_WITHOUT_CALLBACK(self) -> str:
+        return str(self.raw("COMPLETE_WITHOUT_CALLBACK"))
 
     @property
     def MIN_AGE(self) -> int | None:

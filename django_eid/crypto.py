@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -130,3 +131,29 @@ def lookup_hash(value: str) -> str:
 def lookup_hashes(value: str) -> list[str]:
     """The keyed hash under every configured key, for lookups across a rotation."""
     return [_digest(k, value) for k in _hash_keys(configured_keys())]
+
+
+@lru_cache(maxsize=8)
+def _device_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(_hkdf(base64.urlsafe_b64decode(k), b"django-eid:device") for k in keys)
+
+
+def _device_value(ip_address: str | None, user_agent: str | None) -> str:
+    return json.dumps([ip_address or "", user_agent or ""])
+
+
+def device_key(ip_address: str | None, user_agent: str | None) -> str:
+    """A keyed hash of a browser's IP address and user agent (current key): the device of a
+    start, kept instead of the values themselves."""
+    return _digest(_device_keys(configured_keys())[0], _device_value(ip_address, user_agent))
+
+
+def same_device(stored: str, ip_address: str | None, user_agent: str | None) -> bool:
+    """Whether ``stored`` (a :func:`device_key`) is this IP address and user agent, under any
+    configured key (a rotation between the start and the check does not break it)."""
+    if not stored:
+        return False
+    value = _device_value(ip_address, user_agent)
+    return any(
+        hmac.compare_digest(stored, _digest(key, value)) for key in _device_keys(configured_keys())
+    )

@@ -33,9 +33,11 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.http.request import split_domain_port
 from django.urls import reverse
 from django.utils import timezone
@@ -196,10 +198,22 @@ def _valid_ip(value: str | None) -> str | None:
 
 
 def pending_count(user: Any) -> int:
-    """The user's unfinished identifications, younger than ``SESSION_MAX_AGE``."""
+    """The user's pending identifications, younger than ``SESSION_MAX_AGE``."""
     since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
     return Identification.objects.filter(
         user=user, status=Status.PENDING, created_at__gte=since
+    ).count()
+
+
+def unfinished_count(user: Any) -> int:
+    """What ``MAX_PENDING_PER_USER`` limits: the user's pending identifications and the
+    starts that failed, younger than ``SESSION_MAX_AGE``."""
+    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+    started_or_failed = Q(status=Status.PENDING) | Q(
+        status=Status.ERROR, request_id__isnull=True, anonymized_at__isnull=True
+    )
+    return Identification.objects.filter(
+        started_or_failed, user=user, created_at__gte=since
     ).count()
 
 
@@ -255,36 +269,32 @@ def start(
     next_url = safe_next(next_url, host=host, secure=secure)
     if display not in Display.values:
         raise Refused(outcomes.DISPLAY_INVALID, field="display")
-    if pending_count(user) >= eid_settings.MAX_PENDING_PER_USER:
-        raise Refused(outcomes.TOO_MANY_PENDING)
     try:
         client = get_client()
     except EidConfigurationError as err:
         logger.error("django-eid is not configured; see the system checks: %s", err)
         raise Refused(outcomes.NOT_AVAILABLE) from err
-    iframe_domain = None
-    if display == Display.IFRAME:
-        iframe_domain = eid_settings.IFRAME_DOMAIN or split_domain_port(host)[0]
-    reference = new_reference()
     row = Identification(
         user=user,
-        reference=reference,
+        reference=new_reference(),
         external_id=new_external_id(),
         display=display,
         next_url=next_url,
         identity_provider=chosen or "",
-        user_agent=fit("user_agent", user_agent),
-        ip_address=_valid_ip(client_ip),
+        # The starting browser, for completion without its callback; not the values.
+        device_key=crypto.device_key(_valid_ip(client_ip), fit("user_agent", user_agent)),
         same_person=same_person,
     )
+    _reserve(row)
     try:
         created = client.create_session(
-            return_urls=return_urls(reference),
+            return_urls=return_urls(row.reference),
             external_reference=row.external_id,
             identity_provider=chosen,
             language=eid_settings.broker_language(),
             get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
-            iframe_domain=iframe_domain,
+            iframe_domain=iframe_domain(host) if display == Display.IFRAME else None,
+            iframe_web_messaging=eid_settings.IFRAME_WEB_MESSAGING,
             prefilled_social_security_number=(
                 _expected_number(user) if same_person and eid_settings.PREFILL_SAME_PERSON else None
             ),
@@ -298,20 +308,50 @@ def start(
     except EidError as err:
         _store_failure(row, err)
         raise BrokerFailed(row, err) from err
-    row.request_id = created.request_id
     try:
-        # Inside a caller's transaction a failed INSERT must not break it: savepoint.
+        # Inside a caller's transaction a failed UPDATE must not break it: savepoint.
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
-            row.save(force_insert=True)
+            Identification.objects.filter(pk=row.pk).update(request_id=created.request_id)
     except IntegrityError as err:
         # The unique index, not a query per start, catches a RequestId seen before.
         error = EidProtocolError("create_session answered the RequestId of an earlier session")
-        row.request_id = None
         _store_failure(row, error)
         raise BrokerFailed(row, error) from err
+    row.request_id = created.request_id
     logger.info("Identification %s started (provider %s).", row.pk, chosen or "any")
     _send(signals.identification_started, row, request)
     return Started(row, created.url)
+
+
+def _reserve(row: Identification) -> None:
+    """Store ``row`` as ``PENDING`` before the broker is called, within the user's limit.
+
+    The count and the new row are one decision, under a lock on the user's row: of two
+    starts at the same instant the second waits, then counts the first. So no more than
+    ``MAX_PENDING_PER_USER`` broker sessions are ever created for one user at a time, and
+    failed starts count too, so they cannot pile up either.
+    """
+    user_model = get_user_model()
+    with transaction.atomic():
+        list(
+            user_model._default_manager.select_for_update()
+            .filter(pk=row.user_id)
+            .values_list("pk", flat=True)
+        )
+        if unfinished_count(row.user_id) >= eid_settings.MAX_PENDING_PER_USER:
+            raise Refused(outcomes.TOO_MANY_PENDING)
+        row.save(force_insert=True)
+
+
+def iframe_domain(host: str) -> str:
+    """``iFrame.Domain`` for a page served at ``host``: ``IFRAME_DOMAIN``, else the host,
+    with its port unless it is a default one (the broker allows exactly this parent)."""
+    if eid_settings.IFRAME_DOMAIN:
+        return eid_settings.IFRAME_DOMAIN
+    domain, port = split_domain_port(host)
+    if not domain:
+        domain, port = host, ""
+    return f"{domain}:{port}" if port and port not in ("80", "443") else domain
 
 
 # Every local may hold personal data: hidden from error reports (technical 500, e-mails).
@@ -332,11 +372,14 @@ def _expected_number(user: Any) -> str | None:
 
 
 def _store_failure(row: Identification, err: EidError) -> None:
-    row.status = Status.ERROR
-    row.error_code = type(err).__name__
-    row.error_message = fit("error_message", str(err))
-    row.completed_at = timezone.now()
-    row.save(force_insert=True)
+    """The reserved row of a start that failed at the broker becomes ``ERROR``."""
+    _transition(
+        row,
+        status=Status.ERROR,
+        request_id=None,
+        error_code=type(err).__name__,
+        error_message=fit("error_message", str(err)),
+    )
     logger.warning("Creating identification session %s failed: %s", row.pk, err)
 
 
@@ -392,15 +435,146 @@ def return_to(
         return Returned(row, acted=False)
     if not browser_holds:
         raise Refused(outcomes.NOT_THIS_BROWSER)
-    if kind == ERROR:
-        return Returned(row, acted=fail(row, request, _error_status(params)))
     problem = _ids_problem(row, params)
     if problem:
         logger.warning("Refused a callback of identification %s: %s", row.pk, problem)
         raise Refused(outcomes.ANSWER_MISMATCH)
     if kind == ABORT:
         return Returned(row, acted=abort(row, request))
-    return Returned(row, acted=complete(row, retrieve(row), request=request))
+    record = retrieve(row)
+    if kind == ERROR and not record.is_success:
+        # Only the broker's record ends the row: a browser alone cannot (it could otherwise
+        # end any pending row, and start new ones past the pending limit).
+        if record.status in vocabulary.IN_PROGRESS:
+            raise Refused(outcomes.IN_PROGRESS)
+        return Returned(row, acted=fail(row, request, _error_status(params), record=record))
+    # The Success URL, or an Error URL whose record says SUCCESS after all.
+    return Returned(row, acted=complete(row, record, request=request))
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What :func:`settle` did: the row as it is now, and ``outcome``, one of
+    ``succeeded``, ``rejected``, ``aborted``, ``failed``, ``expired`` (finished now),
+    ``finished`` (before), ``pending`` (still at the broker) or ``other_device``
+    (identified, but not in the browser that started: left for its callback)."""
+
+    identification: Identification
+    outcome: str
+
+
+#: :attr:`Settled.outcome` of a row this call finished, by its new status.
+_SETTLED = {
+    Status.SUCCESS: "succeeded",
+    Status.REJECTED: "rejected",
+    Status.ABORTED: "aborted",
+    Status.ERROR: "failed",
+    Status.EXPIRED: "expired",
+}
+
+
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
+def settle(row: Identification, *, request: HttpRequest | None = None) -> Settled:
+    """Finish ``row`` from the broker's record, without the callback of its browser.
+
+    For the user who identified on a phone and came back in another browser, or closed the
+    tab, and for the frame page that cannot be told. Asks the broker's status call first
+    (no personal data), and the record only once the session is done. A ``SUCCESS`` is
+    stored only under ``COMPLETE_WITHOUT_CALLBACK = "same_device"`` and only when the
+    record's ``EnvironmentInfo`` is the browser that started (its IP address and user agent,
+    compared through the row's ``device_key``): else somebody who started a session on
+    their own account and got another person to identify at its URL would receive that
+    person's identity. Such a row is logged and left for its callback, or expiry. A
+    cancelled, failed or timed-out session reveals no identity and is finished as it
+    ended; a session still at the broker past ``SESSION_MAX_AGE`` expires.
+
+    Raises :class:`~django_eid.exceptions.EidError` when the broker cannot answer, and
+    :class:`~django_eid.exceptions.EidConfigurationError` when django-eid is not set up.
+    """
+    if row.is_finished:
+        return Settled(row, "finished")
+    stale = is_expired(row)
+    if eid_settings.COMPLETE_WITHOUT_CALLBACK == "never" or not row.request_id:
+        return _expired_or(row, stale, "pending")
+    client = get_client()
+    if not client.session_done(row.request_id):
+        return _expired_or(row, stale, "pending")
+    record = client.get_session(row.request_id)
+    status = record.status
+    if status in vocabulary.IN_PROGRESS:
+        return _expired_or(row, stale, "pending")
+    env = record.environment_info
+    if record.is_success and not crypto.same_device(
+        row.device_key, _valid_ip(env.ip_address), fit("user_agent", env.user_agent or "")
+    ):
+        logger.warning(
+            "Identification %s was identified on another device than the one that started it "
+            "(a relayed session?); it is not completed without its own callback.",
+            row.pk,
+        )
+        return _expired_or(row, stale, "other_device")
+    if record.is_success:
+        acted = complete(row, record, request=request)
+    elif status == vocabulary.USER_ABORTED:
+        acted = abort(row, request)
+    elif status == vocabulary.TIMEOUT:
+        acted = _transition(
+            row, status=Status.EXPIRED, error_status=vocabulary.TIMEOUT, **_error_fields(record)
+        )
+    else:
+        acted = fail(row, request, status or vocabulary.UNKNOWN, record=record)
+    return Settled(row, _SETTLED.get(Status(row.status), "finished") if acted else "finished")
+
+
+def _expired_or(row: Identification, stale: bool, outcome: str) -> Settled:
+    if stale and expire(row):
+        return Settled(row, "expired")
+    return Settled(row, outcome)
+
+
+# Every local may hold personal data: hidden from error reports (technical 500, e-mails).
+@sensitive_variables()
+def return_elsewhere(
+    kind: str,
+    *,
+    reference: str,
+    params: Mapping[str, Sequence[str]],
+    request: HttpRequest | None = None,
+) -> Settled | None:
+    """A return that reached a browser without the one-time state: the app switch.
+
+    The user identified in the broker's app and came back in another browser (or is not
+    logged in there). When the broker's ids in the URL are the row's, the row is settled
+    as without any browser (:func:`settle`, the same-device rule included); ``None`` when
+    the return does not name a session, which the front end refuses as before. The
+    browser that started shows the outcome the next time it loads the start or frame page.
+    """
+    if not REFERENCE_RE.match(reference):
+        return None
+    row = Identification.objects.filter(reference=reference).first()
+    if row is None or _ids_problem(row, params):
+        return None
+    if row.is_finished:
+        return Settled(row, "finished")
+    try:
+        return settle(row, request=request)
+    except (EidError, EidConfigurationError) as err:
+        logger.warning("Settling identification %s without its browser failed: %s", row.pk, err)
+        return Settled(row, "pending")
+
+
+def finished_elsewhere(user: Any, references: Sequence[str]) -> Identification | None:
+    """The latest of ``references`` (held by this browser) that finished without it."""
+    if not references or not getattr(user, "is_authenticated", False):
+        return None
+    return (
+        Identification.objects.finished()
+        .filter(user=user, reference__in=list(references))
+        .defer("social_security_number")
+        .order_by("-completed_at", "-pk")
+        .first()
+    )
 
 
 def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
@@ -480,21 +654,20 @@ def abort(row: Identification, request: HttpRequest | None = None) -> bool:
 
 
 def fail(
-    row: Identification, request: HttpRequest | None = None, error_status: str = "UNKNOWN"
+    row: Identification,
+    request: HttpRequest | None = None,
+    error_status: str = "UNKNOWN",
+    *,
+    record: IdentificationRecord | None = None,
 ) -> bool:
-    """The broker sent the user to the Error URL with ``[0]`` = ``error_status``."""
+    """Mark ``row`` failed with ``error_status`` (the Error URL's ``[0]``, or the record's
+    status) and the broker's details from ``record``; False if it had finished otherwise."""
     fields: dict[str, Any] = {
         "status": Status.ERROR,
         "error_status": fit("error_status", error_status),
     }
-    if row.request_id:
-        try:
-            record = get_client().get_session(row.request_id)
-        except (EidError, EidConfigurationError) as err:
-            # The details are a nicety; the failure itself is what the broker said.
-            logger.warning("Fetching the record of failed identification %s: %s", row.pk, err)
-        else:
-            fields.update(_error_fields(record))
+    if record is not None:
+        fields.update(_error_fields(record))
     if not _transition(row, **fields):
         return False
     logger.info("Identification %s failed at the broker (status %s).", row.pk, row.error_status)

@@ -181,6 +181,9 @@ class Identification(models.Model):
     same_person = models.BooleanField(
         _("must be the person verified on the account"), default=False, editable=False
     )
+    #: A keyed hash of the starting browser's IP address and user agent (never the values):
+    #: what completion without the browser's callback compares the broker's record with.
+    device_key = models.CharField(_("starting device"), max_length=64, blank=True, editable=False)
 
     user_agent = models.TextField(_("user agent"), max_length=1000, blank=True)
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
@@ -195,6 +198,10 @@ class Identification(models.Model):
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
     anonymized_at = models.DateTimeField(_("anonymized"), null=True, blank=True, editable=False)
+    #: ``eid_reconcile`` holds the row until then (another host running it at once skips it).
+    claimed_until = models.DateTimeField(
+        _("claimed by eid_reconcile until"), null=True, blank=True, editable=False
+    )
 
     objects = IdentificationQuerySet.as_manager()
 

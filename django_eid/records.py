@@ -209,6 +209,16 @@ def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
     return CreatedSession(url=url, request_id=request_id)
 
 
+def parse_done(body: Any, *, what: str = "get_session_status") -> bool:
+    """Parse the status answer ``{"Done": true|false}``; :class:`EidProtocolError` otherwise."""
+    if not isinstance(body, Mapping):
+        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
+    done = lower_keys(body).get(vocabulary.DONE.lower())
+    if not isinstance(done, bool):
+        raise EidProtocolError(f"{what}: the answer has no boolean 'Done'")
+    return done
+
+
 def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecord:
     """Parse a retrieved record; raise :class:`EidProtocolError` for anything else."""
     if not isinstance(body, Mapping):

@@ -79,6 +79,12 @@ def frame_url(request: HttpRequest, reference: str) -> str | None:
     return _frames(request).get(reference)
 
 
+def held(request: HttpRequest) -> list[str]:
+    """The references this browser started and has not used yet, newest first."""
+    entries = _entries(request)
+    return sorted(entries, key=entries.__getitem__, reverse=True)
+
+
 def holds(request: HttpRequest, reference: str) -> bool:
     """Whether this browser started the session ``reference`` and has not used it yet."""
     return reference in _entries(request)

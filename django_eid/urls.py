@@ -9,6 +9,7 @@ app_name = "django_eid"
 urlpatterns = [
     path("start/", views.StartView.as_view(), name="start"),
     path("frame/<str:reference>/", views.FrameView.as_view(), name="frame"),
+    path("status/<str:reference>/", views.StatusView.as_view(), name="status"),
     path("return/<str:reference>/success/", views.SuccessView.as_view(), name="success"),
     path("return/<str:reference>/abort/", views.AbortView.as_view(), name="abort"),
     path("return/<str:reference>/error/", views.ErrorView.as_view(), name="error"),

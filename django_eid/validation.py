@@ -23,6 +23,8 @@ from django_eid.records import is_http_url
 from django_eid.vocabulary import LANGUAGES, PROVIDER_RE
 
 TOKEN_AUTH_METHODS: Final = ("basic", "post")
+#: ``COMPLETE_WITHOUT_CALLBACK``: when a row may be finished without its browser's callback.
+COMPLETION_MODES: Final = ("same_device", "never")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_positive_integers(s),
         *_callback_cookie(s),
         *_site_rules(s),
+        *_completion_and_frames(s),
     ]
 
 
@@ -240,4 +243,30 @@ def _site_rules(s: EidSettings) -> Iterator[Problem]:
             "One person can verify one account per eID provider (BankID on one account, "
             "Buypass on another). Set GET_SOCIAL_SECURITY_NUMBER to match persons across "
             "providers by their national identity number.",
+        )
+
+
+def _completion_and_frames(s: EidSettings) -> Iterator[Problem]:
+    if s.COMPLETE_WITHOUT_CALLBACK not in COMPLETION_MODES:
+        yield Problem(
+            "django_eid.E021",
+            "error",
+            "DJANGO_EID['COMPLETE_WITHOUT_CALLBACK'] must be one of "
+            f"{', '.join(map(repr, COMPLETION_MODES))}.",
+        )
+    script = s.raw("IFRAME_WEB_MESSAGING_SCRIPT")
+    if script is not None and not is_http_url(script):
+        yield Problem(
+            "django_eid.E022",
+            "error",
+            "DJANGO_EID['IFRAME_WEB_MESSAGING_SCRIPT'] must be an absolute http(s) URL or None.",
+        )
+    elif s.IFRAME_WEB_MESSAGING and not script:
+        yield Problem(
+            "django_eid.W012",
+            "warning",
+            "DJANGO_EID['IFRAME_WEB_MESSAGING'] is on without IFRAME_WEB_MESSAGING_SCRIPT.",
+            "The broker tells the page embedding it through its own script: set "
+            "IFRAME_WEB_MESSAGING_SCRIPT to the URL the broker gives. Without it, the frame "
+            "page still moves on by polling.",
         )

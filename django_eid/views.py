@@ -18,9 +18,16 @@ from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.cache import caches
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -32,6 +39,7 @@ from django.views.decorators.debug import sensitive_variables
 from django_eid import flow, outcomes, state
 from django_eid.client import ReturnUrls
 from django_eid.conf import eid_settings
+from django_eid.exceptions import EidConfigurationError, EidError
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
@@ -107,6 +115,12 @@ class StartView(LoginRequiredMixin, View):
     template_name = "django_eid/start.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
+        finished = flow.finished_elsewhere(request.user, state.held(request))
+        if finished is not None:
+            # It ended without this browser (identified in an app, back in another browser):
+            # show where it went, once.
+            state.consume(request, finished.reference)
+            return leave(request, finished)
         next_url = safe_next(request, request.GET.get("next"))
         demand = state.demand(request, next_url)
         initial = {
@@ -191,13 +205,78 @@ class FrameView(LoginRequiredMixin, View):
         broker_url = state.frame_url(request, reference)
         if broker_url is None:
             return render_outcome(request, outcomes.NOT_THIS_BROWSER)
-        response = TemplateResponse(
-            request, self.template_name, {"broker_url": broker_url, "identification": row}
-        )
-        # With django-csp installed, allow framing the broker and nothing else.
         broker = urlsplit(broker_url)
-        response._csp_update = {"frame-src": [f"{broker.scheme}://{broker.netloc}"]}  # type: ignore[attr-defined]
+        broker_origin = f"{broker.scheme}://{broker.netloc}"
+        script = (
+            eid_settings.IFRAME_WEB_MESSAGING_SCRIPT if eid_settings.IFRAME_WEB_MESSAGING else None
+        )
+        context = {
+            "broker_url": broker_url,
+            "broker_origin": broker_origin,
+            "identification": row,
+            "status_url": reverse("django_eid:status", args=[reference]),
+            "poll_interval": int(STATUS_POLL_INTERVAL * 1000),
+            "web_messaging_script": script,
+        }
+        response = TemplateResponse(request, self.template_name, context)
+        # With django-csp installed, allow framing the broker and nothing else (and the
+        # broker's web-messaging script when it is used).
+        csp: dict[str, list[str]] = {"frame-src": [broker_origin]}
+        if script:
+            parts = urlsplit(script)
+            csp["script-src"] = [f"{parts.scheme}://{parts.netloc}"]
+        response._csp_update = csp  # type: ignore[attr-defined]
         return response
+
+
+@method_decorator(never_cache, name="dispatch")
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class StatusView(View):
+    """``GET``: whether an identification is finished, and where its user goes then (JSON).
+
+    For the page embedding the broker, which the broker may not be able to move on
+    (browsers restrict a cross-origin frame navigating its parent): it polls this. Only
+    the owner, in the browser that started, gets an answer; it holds no personal data. A
+    pending row is settled from the broker's status call (:func:`django_eid.flow.settle`,
+    the same-device rule included) at most every :data:`STATUS_CHECK_INTERVAL` seconds,
+    however often it is asked.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, reference: str) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return JsonResponse({"code": "login_required"}, status=401)
+        row = _finished_row(request, reference)
+        if row is None:
+            return JsonResponse({"code": outcomes.INVALID_LINK.code}, status=404)
+        if not row.is_finished and not state.holds(request, reference):
+            return JsonResponse({"code": outcomes.NOT_THIS_BROWSER.code}, status=403)
+        if not row.is_finished and _due_for_a_check(row):
+            try:
+                flow.settle(row)
+            except (EidError, EidConfigurationError) as err:
+                logger.warning("Checking identification %s at the broker: %s", row.pk, err)
+        if not row.is_finished:
+            return JsonResponse({"finished": False, "destination": None})
+        state.consume(request, reference)
+        return JsonResponse({"finished": True, "destination": outcomes.destination(row)[0]})
+
+
+#: How often the frame page asks :class:`StatusView`, in seconds.
+STATUS_POLL_INTERVAL = 2.0
+#: At most one broker call per identification this often, in seconds, however many ask.
+STATUS_CHECK_INTERVAL = 5
+
+
+def _due_for_a_check(row: Identification) -> bool:
+    """True at most once every :data:`STATUS_CHECK_INTERVAL` seconds per row (all workers)."""
+    key = f"django_eid:status-check:{row.pk}"
+    try:
+        return bool(caches[eid_settings.TOKEN_CACHE].add(key, 1, STATUS_CHECK_INTERVAL))
+    except Exception:
+        return True
 
 
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
@@ -214,6 +293,7 @@ class CallbackView(View):
     kind: ClassVar[str]
     interstitial_template_name = "django_eid/interstitial.html"
     frame_exit_template_name = "django_eid/frame_exit.html"
+    elsewhere_template_name = "django_eid/elsewhere.html"
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         if not flow.REFERENCE_RE.match(reference):
@@ -224,7 +304,7 @@ class CallbackView(View):
             # More parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS: never a broker's.
             return render_outcome(request, outcomes.MALFORMED_LINK)
         if not request.user.is_authenticated:
-            return self.without_session(request)
+            return self.without_session(request, reference, params)
         try:
             returned = flow.return_to(
                 self.kind,
@@ -235,6 +315,11 @@ class CallbackView(View):
                 request=request,
             )
         except flow.Refused as refused:
+            if refused.outcome is outcomes.NOT_THIS_BROWSER:
+                # The owner, in another browser than the one that started (the app switch)?
+                elsewhere = self.elsewhere(request, reference, params)
+                if elsewhere is not None:
+                    return elsewhere
             # Pending still (the user may reload), or not this user's or browser's.
             return render_refusal(request, refused)
         # Finished, here or before: the one-time state is used up.
@@ -246,11 +331,13 @@ class CallbackView(View):
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         """Called once, by the request that finished ``row``; a hook for subclasses."""
 
-    def without_session(self, request: HttpRequest) -> HttpResponse:
+    def without_session(
+        self, request: HttpRequest, reference: str, params: dict[str, list[str]]
+    ) -> HttpResponse:
         """No session cookie came with the callback (SameSite, a cleared cookie ...).
 
-        Re-request the same URL from our own page, so a Lax/Strict cookie is
-        sent; refuse only if it is still missing.
+        Re-request the same URL from our own page, so a Lax/Strict cookie is sent; if it is
+        still missing, this is another browser than the one that started (the app switch).
         """
         if eid_settings.CALLBACK_INTERSTITIAL and RETRY_PARAM not in request.GET:
             query = request.GET.copy()
@@ -259,7 +346,23 @@ class CallbackView(View):
             return TemplateResponse(
                 request, self.interstitial_template_name, {"retry_url": retry_url}
             )
-        return render_outcome(request, outcomes.SESSION_LOST)
+        elsewhere = self.elsewhere(request, reference, params)
+        return elsewhere or render_outcome(request, outcomes.SESSION_LOST)
+
+    def elsewhere(
+        self, request: HttpRequest, reference: str, params: dict[str, list[str]]
+    ) -> HttpResponse | None:
+        """The page for a genuine return in another browser, or ``None`` if it is not one.
+
+        The row is settled without its browser (the same-device rule applies); the page
+        says only that the identification ended, and where to go on: nothing of the
+        identity, to whoever holds this browser.
+        """
+        settled = flow.return_elsewhere(self.kind, reference=reference, params=params)
+        if settled is None:
+            return None
+        context = {"kind": self.kind}
+        return TemplateResponse(request, self.elsewhere_template_name, context)
 
     def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
         if row.display == Identification.Display.IFRAME:

@@ -16,6 +16,10 @@ from typing import Final
 TOKEN_PATH: Final = "/oauth/connect/token"  # noqa: S105  (a path, not a password)
 #: ``POST`` creates a session, ``GET ?requestId=`` retrieves its record.
 SESSION_PATH: Final = "/identification/session"
+#: ``GET ?requestId=``: whether a session is finished, ``{"Done": bool}``, without personal data.
+STATUS_PATH: Final = SESSION_PATH + "/status"
+#: The property of the status answer.
+DONE: Final = "Done"
 #: Query parameter of a retrieval naming the session.
 REQUEST_ID_PARAM: Final = "requestId"
 #: Query parameter asking a retrieval for add-on data (``MetaData``) too.
@@ -34,8 +38,12 @@ RETURN_EXTERNAL_ID: Final = "externalId"
 RETURN_ERROR_STATUS: Final = "status"
 #: What the Success and Abort URLs append to carry ``[1]`` and ``[2]`` back.
 IDS_QUERY: Final = f"?{RETURN_REQUEST_ID}={REQUEST_ID}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
-#: What the Error URL appends to carry ``[0]`` back.
-ERROR_QUERY: Final = f"?{RETURN_ERROR_STATUS}={ERROR_STATUS}"
+#: What the Error URL appends to carry ``[0]`` back, and ``[1]``/``[2]`` (the deployed
+#: service fills those there too) to bind the error to the session.
+ERROR_QUERY: Final = (
+    f"?{RETURN_ERROR_STATUS}={ERROR_STATUS}"
+    f"&{RETURN_REQUEST_ID}={REQUEST_ID}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
+)
 
 # -- session statuses of a retrieved record ---------------------------------------------
 SUCCESS: Final = "SUCCESS"
@@ -48,6 +56,8 @@ INVALIDATED: Final = "INVALIDATED"
 UNKNOWN: Final = "UNKNOWN"
 #: Record statuses that mean "the user is still at the broker".
 IN_PROGRESS: Final = frozenset({CREATED, USER_INITIATED})
+#: Final statuses that mean "no identity": the user cancelled, or the session failed.
+UNSUCCESSFUL: Final = frozenset({USER_ABORTED, ERROR, TIMEOUT, INVALIDATED, UNKNOWN})
 
 # -- languages ------------------------------------------------------------------------------
 #: The broker's ``Language`` codes.

@@ -22,6 +22,7 @@ from django.test import Client
 import django_eid.transport
 from django_eid import signals
 from django_eid.models import Identification
+from django_eid.sandbox.broker import SessionError
 from django_eid.sandbox.wire import fill_placeholders
 from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker
 
@@ -54,6 +55,7 @@ class Started:
     reference: str
     request_id: str
     external_id: str
+    broker: ScriptedBroker | None = None
 
     @property
     def row(self) -> Identification:
@@ -79,8 +81,22 @@ class Started:
         values = {"p1": self.request_id, "p2": self.external_id, **values}
         return substitute(self.return_urls["Abort"], **values)
 
-    def error_url(self, status: str = "TIMEOUT") -> str:
-        return substitute(self.return_urls["Error"], p0=status)
+    def error_url(self, status: str = "TIMEOUT", **values: str) -> str:
+        """The Error URL, as the broker sends the person there once the session failed with
+        ``status`` (the broker's record says so); ``p1``/``p2`` default to the genuine ids.
+
+        When the broker's session is over already, or ``values`` change an id, the URL is
+        filled in without the broker (a replay, or a forged return).
+        """
+        if self.broker is not None and not values:
+            try:
+                url = self.broker.fail(status, request_id=self.request_id)
+            except (SessionError, ValueError):  # over, or a status the broker never sends
+                pass
+            else:
+                return substitute(url)
+        values = {"p0": status, "p1": self.request_id, "p2": self.external_id, **values}
+        return substitute(self.return_urls["Error"], **values)
 
     def url(self, kind: str) -> str:
         """The genuine callback URL of ``kind`` (success, abort or error)."""
@@ -169,7 +185,7 @@ def start_session(
     row = Identification.objects.get(reference=reference)
     assert row.status == Identification.Status.PENDING
     assert row.request_id == (request_id or broker.sessions[-1].request_id)
-    return Started(response, sent, row.pk, reference, row.request_id, row.external_id)
+    return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,8 +24,9 @@ BASIC = "Basic " + base64.b64encode(f"test-client:{SECRET}".encode()).decode()
 URLS = {
     "Success": "http://shop.test/eid/ok/?requestId=[1]&externalId=[2]",
     "Abort": "http://shop.test/eid/abort/?requestId=[1]&externalId=[2]",
-    "Error": "http://shop.test/eid/error/?status=[0]",
+    "Error": "http://shop.test/eid/error/?status=[0]&requestId=[1]&externalId=[2]",
 }
+STATUS = SESSION + "/status"
 
 
 @pytest.fixture(autouse=True)
@@ -263,8 +265,68 @@ def test_abort_and_fail_redirect_to_their_urls(client: Client) -> None:
     )
     path, request_id = login_path(client)
     response = client.post(path, {"action": "fail", "error_status": "LOGIN"})
-    assert response["Location"] == "http://shop.test/eid/error/?status=LOGIN"
+    # [1] and [2] too, as the deployed service fills them in the Error URL.
+    assert response["Location"] == (
+        f"http://shop.test/eid/error/?status=LOGIN&requestId={request_id}&externalId=ext-1"
+    )
     assert retrieve(client, request_id).json()["Error"]["ErrorCode"] == "LOGIN"
+
+
+def test_the_status_call_says_done_without_personal_data(client: Client) -> None:
+    path, request_id = login_path(client)
+    headers = bearer(client)
+    answer = client.get(STATUS, {"requestId": request_id}, headers=headers)
+    assert (answer.status_code, answer.json()) == (200, {"Done": False})
+    client.get(path)  # the person opens the page: USERINITIATED, still not done
+    assert client.get(STATUS, {"requestId": request_id}, headers=headers).json() == {"Done": False}
+    client.post(path, {"action": "identify", "person": "NORWEGIAN"})
+    answer = client.get(STATUS, {"requestId": request_id}, headers=headers)
+    assert answer.json() == {"Done": True}
+    assert "Nordmann" not in answer.content.decode()
+    assert client.get(STATUS, {"requestId": "nope"}, headers=headers).status_code == 404
+    assert client.get(STATUS, {"requestId": request_id}).status_code == 401
+
+
+def test_an_iframe_session_ends_by_moving_the_parent_page(client: Client) -> None:
+    path, request_id = login_path(client, iFrame={"Domain": "shop.test"})
+    response = client.post(path, {"action": "identify", "person": "NORWEGIAN"})
+    assert response.status_code == 200  # a page inside the frame, not a redirect
+    page = response.content.decode()
+    found = re.search(r'var url = "([^"]*)";', page)
+    assert found is not None
+    success = f"http://shop.test/eid/ok/?requestId={request_id}&externalId=ext-1"
+    assert json.loads(f'"{found.group(1)}"') == success  # escapejs writes \u0026 for &
+    assert "window.parent.location.href = url;" in page
+    assert "postMessage" not in page
+    assert 'target="_parent"' in page  # and a link, for a browser that refuses the script
+    assert "frame-ancestors 'self' shop.test" in response["Content-Security-Policy"]
+
+
+def test_with_web_messaging_it_posts_a_message_to_the_sites_origin_only(client: Client) -> None:
+    path, _ = login_path(client, iFrame={"Domain": "shop.test", "WebMessaging": True})
+    page = client.post(path, {"action": "abort"}).content.decode()
+    assert "window.parent.postMessage(" in page
+    assert '"http://shop.test");' in page  # the target origin: the return URL's
+    assert "window.parent.location.href" not in page
+
+
+def test_the_web_messaging_script_follows_only_its_own_messages(client: Client) -> None:
+    response = client.get("/eid-sandbox/web-messaging.js")
+    assert response["Content-Type"].startswith("text/javascript")
+    script = response.content.decode()
+    assert 'var sandboxOrigin = "http://testserver";' in script
+    assert "if (event.origin !== sandboxOrigin) { return; }" in script
+    assert "if (target.origin !== window.location.origin) { return; }" in script
+
+
+def test_a_prefilled_number_is_a_hint_kept_out_of_the_record(client: Client) -> None:
+    number = builtin_persons().NORWEGIAN.national_identity_number
+    path, request_id = login_path(client, PreFilledSocialSecurityNumber=number)
+    client.post(path, {"action": "identify", "person": "SWEDISH"})
+    record = retrieve(client, request_id).json()
+    assert record["FirstName"] == "Astrid"  # the person who identified decides
+    assert number not in json.dumps(record)
+    assert create(client, PreFilledSocialSecurityNumber=12345).status_code == 400
 
 
 def test_an_ended_or_unknown_session_has_no_login_page(client: Client) -> None:

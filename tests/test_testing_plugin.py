@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -80,10 +81,12 @@ def test_success_end_to_end(user_client: Client, eid_broker: EidBroker, sent: li
     assert row.identity_provider_unique_id == person.identity_provider_unique_id
     assert row.identity_provider == "NO_BANKID_WEB"
     assert row.social_security_number is None  # not requested by default
-    assert row.ip_address == person.ip_address
+    # What the broker saw (the record's EnvironmentInfo), not the starting browser's.
+    assert (row.ip_address, row.user_agent) == (person.ip_address, person.user_agent)
     assert [name for name, _ in sent] == ["started", "succeeded"]
     assert sent[1][1].pk == row.pk
     assert eid_broker.retrieve_requests == [session.request_id]
+    assert eid_broker.status_requests == []  # the browser's own callback needs no status call
 
 
 @pytest.mark.django_db
@@ -95,7 +98,12 @@ def test_what_the_app_sent(user_client: Client, eid_broker: EidBroker) -> None:
     assert body["Language"] == "EN"
     assert body["GetSocialSecurityNumber"] is False
     assert body["ReturnUrls"]["Success"].endswith("?requestId=[1]&externalId=[2]")
-    assert body["ReturnUrls"]["Error"].endswith("/error/?status=[0]")
+    assert body["ReturnUrls"]["Abort"].endswith("/abort/?requestId=[1]&externalId=[2]")
+    # The Error URL is bound to its session by the broker's ids too.
+    assert body["ReturnUrls"]["Error"].endswith("/error/?status=[0]&requestId=[1]&externalId=[2]")
+    assert "iFrame" not in body  # redirect display
+    assert row.device_key  # the starting browser, as a keyed hash; not its address or agent
+    assert (row.ip_address, row.user_agent) == (None, "")
     assert eid_broker.token_requests == 1
     start(user_client)
     assert eid_broker.token_requests == 1  # the token is cached and reused
@@ -154,13 +162,75 @@ def test_abort_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list
 @pytest.mark.django_db
 def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
     start(user_client)
-    response = user_client.get(eid_broker.fail("LOGIN"))
+    session = eid_broker.pending()
+    url = eid_broker.fail("LOGIN")
+    # The sandbox fills [0], and [1] and [2] as in the other return URLs.
+    assert f"status=LOGIN&requestId={session.request_id}&externalId=" in url
+    response = user_client.get(url)
     assert response.status_code == 200  # the outcome page, with a way to try again
     assert reverse("django_eid:start") in response.content.decode()
     row = Identification.objects.get()
+    assert url.endswith(f"&externalId={row.external_id}")
     assert (row.status, row.error_status, row.error_code) == (Status.ERROR, "LOGIN", "LOGIN")
     assert row.error_message
     assert [name for name, _ in sent] == ["started", "failed"]
+    assert eid_broker.retrieve_requests == [session.request_id]  # the record confirmed it
+
+
+@pytest.mark.django_db
+def test_an_error_url_of_another_session_is_refused(
+    user_client: Client, eid_broker: EidBroker, sent: list[Any]
+) -> None:
+    start(user_client)
+    start(user_client)
+    first, second = eid_broker.sessions
+    url = eid_broker.fail("LOGIN", request_id=second.request_id)
+    # The first session's Error URL, with the ids the broker filled in for the second.
+    first_path = urlsplit(first.return_urls["Error"]).path
+    response = user_client.get(f"{first_path}?{urlsplit(url).query}")
+    assert response.status_code == 400
+    assert "did not match" in response.content.decode()
+    assert [r.status for r in Identification.objects.order_by("pk")] == [Status.PENDING] * 2
+    assert eid_broker.retrieve_requests == []
+    assert [name for name, _ in sent] == ["started", "started"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("device", ["the one that started", "another one"])
+def test_an_app_switch_end_to_end(
+    django_user_model: Any, eid_broker: EidBroker, sent: list[Any], device: str
+) -> None:
+    """Identified in the broker's app, back in another browser: the row is settled from the
+    status call and the record, and completed only for the device that started."""
+    user_agent = "Mozilla/5.0 (Android 14) Browser/1.0"
+    starting = Client(HTTP_USER_AGENT=user_agent)  # REMOTE_ADDR 127.0.0.1
+    starting.force_login(django_user_model.objects.create_user("kari"))
+    start(starting)
+    session = eid_broker.pending()
+    same = device == "the one that started"
+    url = eid_broker.complete(
+        user_agent=user_agent if same else "BankID/7.1",
+        ip_address="127.0.0.1" if same else "203.0.113.9",
+    )
+    response = Client().get(url + "&eid_retry=1")  # no session: after the interstitial
+    assert response.status_code == 200
+    assert "Go back to the window where you started." in response.content.decode()
+    assert "Nordmann" not in response.content.decode()
+    assert eid_broker.status_requests == [session.request_id]
+    assert eid_broker.retrieve_requests == [session.request_id]
+    row = Identification.objects.get()
+    if same:
+        assert (row.status, row.user_agent, row.ip_address) == (
+            Status.SUCCESS,
+            user_agent,
+            "127.0.0.1",
+        )
+        assert [name for name, _ in sent] == ["started", "succeeded"]
+    else:
+        assert row.status == Status.PENDING
+        assert [name for name, _ in sent] == ["started"]
+        assert starting.get(url).status_code == 302  # the browser that started completes it
+        assert Identification.objects.get().status == Status.SUCCESS
 
 
 @pytest.mark.django_db
@@ -169,7 +239,8 @@ def test_iframe_display_sends_the_parent_domain(user_client: Client, eid_broker:
     assert response.status_code == 200
     assert response.templates[0].name == "django_eid/iframe.html"
     (body,) = eid_broker.create_requests
-    assert body["iFrame"]["Domain"] == body["domain"] == "testserver"
+    assert body["iFrame"] == {"Domain": "testserver", "WebMessaging": False}
+    assert body["domain"] == "testserver"
     assert eid_broker.pending().iframe_domain == "testserver"
     response = user_client.get(eid_broker.complete())
     assert Identification.objects.get().status == Status.SUCCESS
@@ -270,8 +341,11 @@ def test_a_hostile_record_for_one_session(user_client: Client, eid_broker: EidBr
 
 
 def test_injections_are_checked(eid_broker: EidBroker) -> None:
-    with pytest.raises(ValueError, match="request_id goes with the retrieve endpoint"):
-        eid_broker.inject("create", request_id="r1")
+    for endpoint in ("create", "token"):
+        with pytest.raises(ValueError, match="request_id goes with the retrieve and status"):
+            eid_broker.inject(endpoint, request_id="r1")  # type: ignore[arg-type]
+    for endpoint in ("retrieve", "status"):
+        eid_broker.inject(endpoint, request_id="r1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="times is a positive number"):
         eid_broker.inject("token", times=0)
 

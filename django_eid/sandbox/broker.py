@@ -268,6 +268,14 @@ class SandboxBroker:
             return Reply(404, body)
         return Reply(200, session.record())
 
+    def session_status(self, *, authorization: str | None, query: str) -> Reply:
+        """``GET {base_url}/identification/session/status?requestId=...``: ``{"Done": bool}``."""
+        reply = self.get_session(authorization=authorization, query=query)
+        if reply.status != 200:
+            return reply
+        done = reply.body["Status"] not in vocabulary.IN_PROGRESS
+        return Reply(200, {vocabulary.DONE: done})
+
     # -- sessions, and the person at the broker ------------------------------
     def session(self, request_id: str) -> Session | None:
         """The session with this id, or ``None``."""
@@ -350,20 +358,22 @@ class SandboxBroker:
 
     @staticmethod
     def return_url(session: Session) -> str:
-        """Where the person goes now that ``session`` ended, placeholders filled."""
+        """Where the person goes now that ``session`` ended, placeholders filled: ``[1]``
+        (request id) and ``[2]`` (external reference) in every URL, as the deployed service
+        does, and ``[0]`` (the error status) in the Error URL."""
+        values = {
+            vocabulary.REQUEST_ID: session.request_id,
+            vocabulary.EXTERNAL_ID: session.external_reference or "",
+        }
         if session.status == vocabulary.SUCCESS:
             url = session.return_urls["Success"]
         elif session.status == vocabulary.USER_ABORTED:
             url = session.return_urls["Abort"]
         elif session.status == vocabulary.ERROR:
-            status = (session.error or {}).get("ErrorCode", vocabulary.UNKNOWN)
-            return fill_placeholders(
-                session.return_urls["Error"], {vocabulary.ERROR_STATUS: status}
+            url = session.return_urls["Error"]
+            values[vocabulary.ERROR_STATUS] = (session.error or {}).get(
+                "ErrorCode", vocabulary.UNKNOWN
             )
         else:
             raise SessionError(f"session in status {session.status} has no return URL")
-        ids = {
-            vocabulary.REQUEST_ID: session.request_id,
-            vocabulary.EXTERNAL_ID: session.external_reference or "",
-        }
-        return fill_placeholders(url, ids)
+        return fill_placeholders(url, values)

@@ -27,7 +27,7 @@ from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Session
 from django_eid.tokens import entry_keys
-from django_eid.vocabulary import IN_PROGRESS, SESSION_PATH
+from django_eid.vocabulary import IN_PROGRESS, SESSION_PATH, STATUS_PATH
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
@@ -41,6 +41,7 @@ class EidBroker:
     - ``create_requests``: the JSON bodies of the create-session calls, in order;
     - ``token_requests``: how many token requests were made;
     - ``retrieve_requests``: the request ids asked for with ``GET ?requestId=``;
+    - ``status_requests``: the request ids asked for with the status call (``Done``);
     - ``issued_tokens``: the access tokens the broker issued, oldest first;
     - ``broker``: the underlying :class:`~django_eid.sandbox.broker.SandboxBroker`;
     - ``mock``: the active ``responses.RequestsMock`` (add your own URLs to it).
@@ -77,6 +78,7 @@ class EidBroker:
         self.create_requests: list[Any] = []
         self.token_requests = 0
         self.retrieve_requests: list[str] = []
+        self.status_requests: list[str] = []
         self.issued_tokens: list[str] = []
         self._request_ids: list[str] = []
         self.faults = Faults()
@@ -85,6 +87,7 @@ class EidBroker:
             (responses.POST, token_url, "token"),
             (responses.POST, session_url, "create"),
             (responses.GET, session_url, "retrieve"),
+            (responses.GET, session_url + STATUS_PATH.removeprefix(SESSION_PATH), "status"),
         ):
             self.mock.add_callback(method, url, callback=self._callback(endpoint))  # type: ignore[arg-type]
 
@@ -199,8 +202,8 @@ class EidBroker:
         until :meth:`heal`. ``request_id`` limits a ``"retrieve"`` answer to that
         session, e.g. to answer a hostile record for it.
         """
-        if request_id is not None and endpoint != "retrieve":
-            raise ValueError("request_id goes with the retrieve endpoint")
+        if request_id is not None and endpoint not in ("retrieve", "status"):
+            raise ValueError("request_id goes with the retrieve and status endpoints")
         content_headers, content = encode(body)
         self.faults.add(
             Fault(
@@ -267,7 +270,7 @@ class EidBroker:
                 self.create_requests.append(body)
         else:
             ids = [v for k, v in parse_qsl(query) if k.lower() == "requestid"]
-            self.retrieve_requests.extend(ids)
+            (self.retrieve_requests if endpoint == "retrieve" else self.status_requests).extend(ids)
             request_id = ids[0] if len(ids) == 1 else None
         fault = self.faults.take(endpoint, request_id)
         if fault is not None:
@@ -284,6 +287,8 @@ class EidBroker:
             reply = self.broker.create_session(authorization=authorization, body=body)
             if reply.status == 200:
                 self._request_ids.append(reply.body["RequestId"])
+        elif endpoint == "status":
+            reply = self.broker.session_status(authorization=authorization, query=query)
         else:
             reply = self.broker.get_session(authorization=authorization, query=query)
         return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.content

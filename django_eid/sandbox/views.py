@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
@@ -110,6 +111,44 @@ class SessionView(SandboxView):
         return json_response(reply)
 
 
+class WebMessagingScriptView(SandboxView):
+    """The script a page embedding the sandbox includes for ``iFrame.WebMessaging``.
+
+    It listens for the sandbox's message at the end of a session and, when the message
+    comes from the sandbox's own origin and names a URL of the embedding page's origin,
+    goes there. (The deployed service's own script and message format are not published.)
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        origin = request.build_absolute_uri("/").rstrip("/")
+        script = render(
+            request,
+            "django_eid_sandbox/web_messaging.js",
+            {"sandbox_origin": origin},
+            content_type="text/javascript",
+        )
+        script["Cache-Control"] = "no-cache"
+        script["Cross-Origin-Resource-Policy"] = "cross-origin"
+        return script
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class SessionStatusView(SandboxView):
+    """``GET <mount>/identification/session/status?requestId=``: ``{"Done": bool}``."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_broker().session_status(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+        )
+        return json_response(reply)
+
+
 def frame_ancestors(domain: str) -> str:
     """The CSP ``frame-ancestors`` sources for a parent ``domain`` (any scheme, any port)."""
     hosts = [domain] if ":" in domain.rsplit("]", 1)[-1] else [domain, f"{domain}:*"]
@@ -132,6 +171,7 @@ class LoginView(SandboxView):
     http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
     template_name = "django_eid_sandbox/login.html"
     ended_template_name = "django_eid_sandbox/ended.html"
+    leave_template_name = "django_eid_sandbox/leave_frame.html"
 
     def get(self, request: HttpRequest, request_id: str) -> HttpResponse:
         broker = self.get_broker()
@@ -172,7 +212,24 @@ class LoginView(SandboxView):
         except SessionError:
             # A double click: the first POST ended the session between our check and now.
             return self.ended(broker.session(request_id), status=410)
+        if session.iframe_domain:
+            return self.leave_frame(session, url)
         return HttpResponseRedirect(url)
+
+    def leave_frame(self, session: Session, url: str) -> HttpResponse:
+        """End an iframe session as the deployed service does: from inside the frame, a
+        script moves the *parent* page to the return URL (browsers may refuse that to a
+        frame of another site), or, with ``iFrame.WebMessaging``, tells the parent page by
+        ``postMessage`` (to the return URL's origin only)."""
+        target = urlsplit(url)
+        context = {
+            "url": url,
+            "parent_origin": f"{target.scheme}://{target.netloc}",
+            "web_messaging": session.iframe_web_messaging,
+        }
+        response = render(self.request, self.leave_template_name, context)
+        response["Content-Security-Policy"] = frame_ancestors(session.iframe_domain or "")
+        return response
 
     def render_page(self, session: Session, form: LoginForm, status: int = 200) -> HttpResponse:
         context = {"session": session, "form": form, "persons": form.persons}

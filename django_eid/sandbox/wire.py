@@ -63,6 +63,9 @@ class Session:
     language: str | None = None
     get_social_security_number: bool = False
     iframe_domain: str | None = None
+    iframe_web_messaging: bool = False
+    #: A hint for the login page only: never part of the record.
+    prefilled_social_security_number: str | None = None
     status: str = CREATED
     identity: dict[str, Any] | None = None  # record fields, once identified
     error: dict[str, str] | None = None
@@ -132,6 +135,8 @@ class CreateRequest:
     language: str | None
     get_social_security_number: bool
     iframe_domain: str | None
+    iframe_web_messaging: bool = False
+    prefilled_social_security_number: str | None = None
 
 
 def parse_create_request(raw: bytes) -> CreateRequest:
@@ -174,6 +179,14 @@ def parse_create_request(raw: bytes) -> CreateRequest:
     if reference is not None and not (isinstance(reference, str) and len(reference) <= 255):
         error("ExternalReference", "Must be a string of at most 255 characters.")
     domain = _parse_domain(obj, error)
+    iframe = obj.get("iframe")
+    messaging = lower_keys(iframe).get("webmessaging", False) if isinstance(iframe, dict) else False
+    if not isinstance(messaging, bool):
+        error("iFrame.WebMessaging", "Must be true or false.")
+    prefilled = obj.get("prefilledsocialsecuritynumber")
+    if prefilled is not None and not (isinstance(prefilled, str) and 0 < len(prefilled) <= 20):
+        error("PreFilledSocialSecurityNumber", "A national identity number, as a string.")
+        prefilled = None
     if errors:
         raise Refused(Reply(400, {"message": "The request is not valid.", "errors": errors}))
     return CreateRequest(
@@ -183,6 +196,8 @@ def parse_create_request(raw: bytes) -> CreateRequest:
         language=language,
         get_social_security_number=bool(get_ssn),
         iframe_domain=domain,
+        iframe_web_messaging=messaging is True,
+        prefilled_social_security_number=prefilled,
     )
 
 

@@ -127,11 +127,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture
-def page(browser: Browser, site_url: str, request: pytest.FixtureRequest) -> Iterator[Page]:
+def expected_browser_errors() -> list[str]:
+    """Substrings of browser errors a test provokes on purpose (it appends to this list)."""
+    return []
+
+
+@pytest.fixture
+def page(
+    browser: Browser,
+    site_url: str,
+    request: pytest.FixtureRequest,
+    expected_browser_errors: list[str],
+) -> Iterator[Page]:
     """A fresh browser context (no cookies) on the example site.
 
-    A test that passes fails anyway if the pages logged errors or threw; one that
-    failed already gets them printed with its report instead.
+    A test that passes fails anyway if the pages logged errors or threw (but for those it
+    names in ``expected_browser_errors``); one that failed already gets them printed with
+    its report instead.
     """
     context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
     context.set_default_timeout(TIMEOUT_MS)
@@ -152,7 +164,8 @@ def page(browser: Browser, site_url: str, request: pytest.FixtureRequest) -> Ite
     if request.node.stash.get(CALL_FAILED, False):
         print("Errors in the browser:", *problems, sep="\n  ")
     else:
-        assert not problems, problems
+        unexpected = [p for p in problems if not any(e in p for e in expected_browser_errors)]
+        assert not unexpected, unexpected
 
 
 def _request_threads() -> list[threading.Thread]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -150,38 +151,95 @@ def test_error_without_the_status_parameter(
 ) -> None:
     started = start()
     broker.will_return(started.request_id, "ERROR")
-    url = started.error_url().split("?")[0]
-    assert alice_client.get(url).status_code == 200
+    query = urlencode({"requestId": started.request_id, "externalId": started.external_id})
+    assert alice_client.get(f"{started.path('error')}?{query}").status_code == 200
     assert started.refresh().error_status == "UNKNOWN"
 
 
 @pytest.mark.parametrize(
-    "answer",
+    "ids",
+    [{}, {"p1": "another-request"}, {"p2": "0" * 32}],
+    ids=["without-ids", "another-request-id", "another-external-id"],
+)
+def test_an_error_return_is_bound_to_the_session(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    ids: dict[str, str],
+) -> None:
+    """A browser alone cannot end a pending row: the Error URL names its session."""
+    started = start()
+    broker.will_return(started.request_id, "ERROR")
+    url = (
+        f"{started.path('error')}?status=TIMEOUT"
+        if not ids
+        else started.error_url("TIMEOUT", **ids)
+    )
+    assert alice_client.get(url).status_code == 400
+    assert started.refresh().status == Status.PENDING
+    assert broker.get_calls == []
+    assert signal_log.names == ["identification_started"]
+
+
+@pytest.mark.parametrize(
+    ("record", "status", "signal"),
     [
-        {"status": 500},
-        {"status": 404, "body": ""},
-        {"json": {"RequestId": "other", "Error": ERROR}},
+        ("SUCCESS", Status.SUCCESS, "identification_succeeded"),
+        ("USERABORTED", Status.ERROR, "identification_failed"),
     ],
 )
-def test_error_details_are_optional(
+def test_the_record_decides_what_an_error_return_means(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    record: str,
+    status: str,
+    signal: str,
+) -> None:
+    """An Error URL whose session the broker records as a success stores the success."""
+    started = start()
+    broker.will_return(started.request_id, record)
+    alice_client.get(started.error_url("TIMEOUT", p1=started.request_id))
+    assert started.refresh().status == status
+    assert signal_log.names == ["identification_started", signal]
+
+
+@pytest.mark.parametrize("record", ["CREATED", "USERINITIATED"])
+def test_an_error_return_for_a_session_in_progress_leaves_the_row_pending(
+    start: Callable[..., Started], broker: Broker, alice_client: Client, record: str
+) -> None:
+    started = start()
+    broker.will_return(started.request_id, record)
+    response = alice_client.get(started.error_url("TIMEOUT", p1=started.request_id))
+    assert response.status_code == 409
+    assert started.refresh().status == Status.PENDING
+    assert started.reference in alice_client.session["django_eid_pending"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "page"),
+    [
+        ({"status": 500}, 503),
+        ({"status": 404, "body": ""}, 502),
+        ({"json": {"RequestId": "other", "Error": ERROR}}, 502),
+    ],
+)
+def test_an_error_return_the_broker_cannot_confirm_leaves_the_row_pending(
     start: Callable[..., Started],
     broker: Broker,
     alice_client: Client,
     signal_log: SignalLog,
     answer: dict[str, Any],
+    page: int,
 ) -> None:
     started = start()
     broker.will_answer(started.request_id, times=3, **answer)
-    response = alice_client.get(started.error_url("TIMEOUT"))
-    assert response.status_code == 200
-    row = started.refresh()
-    assert (row.status, row.error_status, row.error_code, row.error_message) == (
-        Status.ERROR,
-        "TIMEOUT",
-        "",
-        "",
-    )
-    assert signal_log.names == ["identification_started", "identification_failed"]
+    response = alice_client.get(started.error_url("TIMEOUT", p1=started.request_id))
+    assert response.status_code == page
+    assert started.refresh().status == Status.PENDING
+    assert signal_log.names == ["identification_started"]
 
 
 # -- the broker fails when the session is created -----------------------------------

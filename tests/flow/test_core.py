@@ -50,7 +50,9 @@ def test_a_whole_identification_without_a_request(
     assert urls["Success"] == (
         f"https://{HOST}/eid/return/{row.reference}/success/?requestId=[1]&externalId=[2]"
     )
-    assert urls["Error"] == f"https://{HOST}/eid/return/{row.reference}/error/?status=[0]"
+    assert urls["Error"] == (
+        f"https://{HOST}/eid/return/{row.reference}/error/?status=[0]&requestId=[1]&externalId=[2]"
+    )
 
     broker.will_return(row.request_id)  # the user identified at the broker
     returned = flow.return_to(
@@ -111,7 +113,10 @@ def test_abort_and_error_returns_without_a_request(
     signal: str,
 ) -> None:
     row = start(alice).identification
-    params = ids(row) if kind == flow.ABORT else {"status": ["TIMEOUT"]}
+    params = ids(row) if kind == flow.ABORT else {"status": ["TIMEOUT"], **ids(row)}
+    if kind == flow.ERROR:
+        assert row.request_id is not None
+        broker.will_return(row.request_id, "ERROR")  # what the broker says decides
     returned = flow.return_to(
         kind, user=alice, reference=row.reference, params=params, browser_holds=True
     )
@@ -262,7 +267,7 @@ def test_return_urls_keep_the_placeholders_unencoded() -> None:
     assert isinstance(urls, ReturnUrls)
     assert urls.success.endswith("/success/?requestId=[1]&externalId=[2]")
     assert urls.abort.endswith("/abort/?requestId=[1]&externalId=[2]")
-    assert urls.error.endswith("/error/?status=[0]")
+    assert urls.error.endswith("/error/?status=[0]&requestId=[1]&externalId=[2]")
 
 
 def test_start_drops_a_destination_off_the_site(alice: AbstractBaseUser, broker: Broker) -> None:

@@ -36,13 +36,24 @@ def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None
     assert started.sent["domain"] == "testserver"
 
 
-def test_iframe_domain_is_the_host_without_port(broker: Broker, alice_client: Client) -> None:
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [
+        ("localhost:8000", "localhost:8000"),
+        ("localhost:443", "localhost"),
+        ("localhost:80", "localhost"),
+    ],
+)
+def test_iframe_domain_keeps_a_port_that_is_not_the_default(
+    broker: Broker, alice_client: Client, host: str, domain: str
+) -> None:
+    """The broker allows exactly this parent (its Content-Security-Policy): the port counts."""
     broker.will_create()
-    response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST="localhost:8000")
+    response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST=host)
     assert response.status_code == 303
-    assert broker.sent()["iFrame"]["Domain"] == "localhost"
-    assert broker.sent()["domain"] == "localhost"
-    assert broker.sent()["ReturnUrls"]["Success"].startswith("http://localhost:8000/eid/return/")
+    assert broker.sent()["iFrame"]["Domain"] == domain
+    assert broker.sent()["domain"] == domain
+    assert broker.sent()["ReturnUrls"]["Success"].startswith(f"http://{host}/eid/return/")
 
 
 def test_iframe_domain_setting(start: Callable[..., Started], eid: Callable[..., None]) -> None:
@@ -160,7 +171,7 @@ def test_a_callback_without_the_cookie_gets_an_interstitial_then_completes(
     row_status: str,
 ) -> None:
     started = start()
-    broker.will_return(started.request_id)
+    broker.will_return(started.request_id, "ERROR" if callback == "error" else "SUCCESS")
     url = getattr(started, f"{callback}_url")()
     cookieless = Client()
     response = cookieless.get(url)
@@ -180,24 +191,38 @@ def test_a_callback_without_the_cookie_gets_an_interstitial_then_completes(
     assert len(signal_log.names) == 2
 
 
-def test_the_retry_without_the_cookie_is_refused(
+def test_the_retry_without_the_cookie_is_another_browser(
     start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
 ) -> None:
+    """Still no cookie: the user came back in another browser (an app switch)."""
     started = start()
     broker.will_return(started.request_id)
     cookieless = Client()
     retry = retry_url_of(cookieless.get(started.success_url()))
     response = cookieless.get(retry)
-    assert response.status_code == 403
-    assert "Session expired" in response.content.decode()
+    assert response.status_code == 200
+    assert "Go back to the window where you started." in response.content.decode()
+    # Identified on another device than the one that started: not completed without it.
     assert started.refresh().status == Status.PENDING
-    assert len(broker.get_calls) == 0
     assert signal_log.names == ["identification_started"]
     # Nothing consumed: the browser that started it still finishes it.
     assert alice_client.get(started.success_url()).status_code == 302
 
 
-def test_without_the_interstitial_a_cookieless_callback_is_refused(
+def test_a_cookieless_return_that_is_not_the_brokers_is_refused(
+    start: Callable[..., Started], broker: Broker, signal_log: SignalLog
+) -> None:
+    started = start()
+    cookieless = Client()
+    forged = started.success_url(p2="0" * 32)
+    response = cookieless.get(retry_url_of(cookieless.get(forged)))
+    assert response.status_code == 403
+    assert "Session expired" in response.content.decode()
+    assert broker.get_calls == []
+    assert started.refresh().status == Status.PENDING
+
+
+def test_without_the_interstitial_a_cookieless_callback_is_another_browser(
     start: Callable[..., Started],
     broker: Broker,
     alice_client: Client,
@@ -207,15 +232,15 @@ def test_without_the_interstitial_a_cookieless_callback_is_refused(
     started = start()
     broker.will_return(started.request_id)
     response = Client().get(started.success_url())
-    assert response.status_code == 403
+    assert response.status_code == 200
+    assert "Go back to the window where you started." in response.content.decode()
     assert started.refresh().status == Status.PENDING
-    assert len(broker.get_calls) == 0
     assert alice_client.get(started.success_url()).status_code == 302
 
 
 @pytest.mark.parametrize(
     ("host", "domain"),
-    [("[::1]", "[::1]"), ("[::1]:8000", "[::1]"), ("Shop.Example", "shop.example")],
+    [("[::1]", "[::1]"), ("[::1]:8000", "[::1]:8000"), ("Shop.Example", "shop.example")],
 )
 def test_iframe_domain_of_other_hosts(
     broker: Broker, alice_client: Client, settings: Any, host: str, domain: str

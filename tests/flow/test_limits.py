@@ -126,6 +126,39 @@ def test_finished_and_old_sessions_do_not_count_against_the_limit(
     assert Identification.objects.count() == 3
 
 
+def test_failed_starts_count_against_the_limit(
+    broker: Broker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    """Rows of starts the broker refused cannot pile up without bound either."""
+    eid(MAX_PENDING_PER_USER=2)
+    broker.fail_next("create", 500, times=None)
+    for _ in range(2):
+        assert alice_client.post("/eid/start/", {}).status_code == 503
+    assert alice_client.post("/eid/start/", {}).status_code == 429
+    failed = Identification.objects.filter(status=Identification.Status.ERROR)
+    assert failed.count() == 2
+    assert set(failed.values_list("request_id", flat=True)) == {None}
+    assert len(broker.create_calls) == 2
+
+
+def test_the_pending_row_is_reserved_before_the_broker_is_called(
+    start: Callable[..., Started], broker: Broker, eid: Callable[..., None]
+) -> None:
+    """What makes the limit a guarantee: the count sees a start whose broker call is running."""
+    eid(MAX_PENDING_PER_USER=1)
+    seen: list[list[str]] = []
+    original = broker.serve
+
+    def serve(endpoint: Any, request: Any) -> Any:
+        if endpoint == "create":
+            seen.append(list(Identification.objects.values_list("status", flat=True)))
+        return original(endpoint, request)
+
+    broker.serve = serve  # type: ignore[method-assign]
+    start()
+    assert seen == [[Identification.Status.PENDING]]
+
+
 # -- this browser's pending references --------------------------------------------------------
 
 
@@ -141,7 +174,9 @@ def test_the_oldest_pending_reference_leaves_a_full_session(
     )
     newest = start()
     assert pending_refs(alice_client) == {s.row.reference for s in [*others, newest]}
-    assert alice_client.get(oldest.abort_url()).status_code == 403
+    # The oldest is no longer this browser's: its return is treated as another browser's.
+    response = alice_client.get(oldest.abort_url())
+    assert "Go back to the window where you started." in response.content.decode()
     assert alice_client.get(newest.abort_url()).status_code == 302
 
 

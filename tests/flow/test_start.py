@@ -267,7 +267,9 @@ def test_the_return_urls_carry_the_reference_and_the_placeholders_unencoded(
     assert (
         urls["Abort"] == f"http://testserver/eid/return/{ref}/abort/?requestId=[1]&externalId=[2]"
     )
-    assert urls["Error"] == f"http://testserver/eid/return/{ref}/error/?status=[0]"
+    assert urls["Error"] == (
+        f"http://testserver/eid/return/{ref}/error/?status=[0]&requestId=[1]&externalId=[2]"
+    )
     raw = broker.create_calls[-1].request.body
     raw = raw.decode() if isinstance(raw, bytes) else raw
     assert "%5B" not in raw

@@ -4,10 +4,12 @@ The broker is the sandbox broker behind ``responses``
 (:class:`tests.fixtures_broker.ScriptedBroker`); every answer can be replaced by
 a fault (``broker.fault(kind, reply(...) or raises(...))``, once or for every
 call; ``broker.heal()``), and a retrieval of one session by a hostile record
-(``broker.answer_record``). Every session started here is completed at the
-broker by the sample person right away, so retrieving it answers their record
-unless a test scripts another. The callbacks are driven with the return URLs
-the app actually sent.
+(``broker.answer_record``). Every session started here ends at the broker right
+away: by default the sample person identifies (on the sample person's own device,
+not the test client's), so retrieving it answers their record unless a test
+scripts another; ``start(ends="abort" | "error" | "pending")`` cancels it, fails
+it (``TIMEOUT``) or leaves the person at the broker. The callbacks are driven with
+the return URLs the app actually sent.
 
 Every test checks the exact outcome: the status code, which rows changed
 (``snapshot()`` before and after), and which signals fired (``fired``).
@@ -31,6 +33,7 @@ from django_eid.models import Identification
 from tests.fixtures_broker import (
     ACCESS_TOKEN,
     BROKER_PAGE,
+    SAMPLE,
     SSN,
     UNIQUE_ID,
     Scripted,
@@ -113,13 +116,25 @@ def broker() -> Iterator[FakeBroker]:
         yield fake
 
 
+#: What the person does at the broker after a start, by ``start(ends=...)``: the broker's
+#: record of the session says so from then on, and its return URL of that kind applies.
+AT_BROKER: dict[str, Callable[[FakeBroker, str], Any]] = {
+    "success": lambda broker, request_id: broker.complete(request_id=request_id),
+    "abort": lambda broker, request_id: broker.abort(request_id=request_id),
+    "error": lambda broker, request_id: broker.fail("TIMEOUT", request_id=request_id),
+    "pending": lambda broker, request_id: None,
+}
+
+
 @pytest.fixture
 def start(broker: FakeBroker, alice_client: Client) -> Callable[..., Started]:
-    """``start(client=alice_client, **post)``: start, then the sample person identifies."""
+    """``start(client=alice_client, *, ends="success", **post)``: start, then the person at
+    the broker ends the session (see :data:`AT_BROKER`; by default the sample person
+    identifies)."""
 
-    def run(client: Client = alice_client, **post: str) -> Started:
+    def run(client: Client = alice_client, *, ends: str = "success", **post: str) -> Started:
         started = start_session(broker, client, **post)
-        broker.complete(request_id=started.request_id)
+        AT_BROKER[ends](broker, started.request_id)
         return started
 
     return run
@@ -186,13 +201,17 @@ def assert_untouched(
     assert response.status_code == status
     assert snapshot() == before
     assert fired.names == []
-    assert broker.counts["retrieve"] == 0
+    assert (broker.counts["status"], broker.counts["retrieve"]) == (0, 0)  # nothing asked
 
 
 def assert_genuine_completes(
     client: Client, started: Started, kind: str, fired: Fired, alice: AbstractBaseUser
 ) -> None:
-    """The real callback still works: nothing was consumed by the refused one."""
+    """The real callback still works: nothing was consumed by the refused one.
+
+    The broker's record must say what ``kind`` means (``start(ends=kind)``): an Error
+    return ends the row only when the record confirms the failure.
+    """
     code, location, status, signal = CALLBACK_OUTCOME[kind]
     before = snapshot()
     response = client.get(started.url(kind))
@@ -201,7 +220,57 @@ def assert_genuine_completes(
         assert response["Location"] == location
     assert changed(before, snapshot()) == {started.pk}
     assert started.row.status == status
+    if kind == "error":
+        assert started.row.error_status == "TIMEOUT"  # the URL's [0]
     assert fired.calls == [(signal, started.pk, status, alice.pk)]
+
+
+# -- the app switch: a genuine return in a browser without the one-time state --------------
+#: What the "go back" page says (django_eid/elsewhere.html).
+GO_BACK = "Go back to the window where you started."
+#: A browser's User-Agent, for tests of the same-device rule; the test client sends none
+#: unless given, and REMOTE_ADDR 127.0.0.1.
+USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HostileSuite/1.0"
+TEST_CLIENT_IP = "127.0.0.1"
+#: Where a return reaches a browser that does not hold the one-time state.
+ELSEWHERE = (
+    "the owner in another browser",
+    "no session, after the interstitial",
+    "no session, without the interstitial",
+)
+
+
+def come_back_elsewhere(
+    how: str, url: str, user: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None]
+) -> Any:
+    """GET ``url`` as ``how`` (one of :data:`ELSEWHERE`) says; the final response.
+
+    The interstitial (a browser without the session cookie gets our own page, which
+    requests the URL once more) asks the broker nothing and changes nothing.
+    """
+    if how == "the owner in another browser":
+        return logged_in(user).get(url)
+    if how == "no session, without the interstitial":
+        eid(CALLBACK_INTERSTITIAL=False)
+        return Client().get(url)
+    assert how == "no session, after the interstitial", how
+    before, calls = snapshot(), dict(broker.counts)
+    browser = Client()
+    first = browser.get(url)
+    assert first.status_code == 200
+    assert "eid_retry=1" in first.context["retry_url"]
+    assert (snapshot(), dict(broker.counts)) == (before, calls)
+    return browser.get(first.context["retry_url"])
+
+
+def assert_go_back_page(response: Any) -> None:
+    """The app switch's page: 200, "go back", and nothing of the identity."""
+    assert response.status_code == 200
+    assert response.templates[0].name == "django_eid/elsewhere.html"
+    page = response.content.decode()
+    assert GO_BACK in page
+    for value in (SSN, UNIQUE_ID, SAMPLE.first_name, SAMPLE.last_name, SAMPLE.date_of_birth):
+        assert str(value) not in page
 
 
 class FailingStatement:

@@ -1,5 +1,6 @@
 """Faults that must lose nothing: a database error mid-store, receivers that crash or reject,
-two hits of one success URL at the same moment, and starts beyond ``MAX_PENDING_PER_USER``.
+two hits of one success URL at the same moment, a broker that cannot confirm an Error return
+or an app switch, and starts beyond ``MAX_PENDING_PER_USER`` (failed ones included).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import requests
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, connection, connections
 from django.test import Client
@@ -20,13 +22,22 @@ from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from django_eid.sandbox.wire import Reply
 from tests.hostile.conftest import (
+    ELSEWHERE,
+    TEST_CLIENT_IP,
+    USER_AGENT,
     FailingStatement,
     FakeBroker,
     Fired,
     Started,
     Status,
+    assert_go_back_page,
     changed,
+    come_back_elsewhere,
+    connection_reset,
     logged_in,
+    raises,
+    record,
+    reply,
     snapshot,
 )
 
@@ -55,7 +66,7 @@ def test_a_database_error_while_storing_rolls_back_and_the_same_url_completes(
     one_account: bool,
 ) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=one_account)
-    started = start()
+    started = start(ends=kind)  # the broker's record says what the return URL says
     fired.clear()
     before = snapshot()
     failing = FailingStatement("UPDATE")
@@ -80,6 +91,107 @@ def _request_of(client: Client) -> Any:
         session = client.session
 
     return _Request()
+
+
+# -- a broker that cannot confirm ---------------------------------------------------------------
+BROKER_FAULTS = {
+    "connection reset": raises(connection_reset),
+    "read timeout": raises(lambda: requests.ReadTimeout("read timed out")),
+    "503": reply(503, {"message": "maintenance"}),
+    "HTML instead of JSON": reply(200, raw="<html>proxy login</html>"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fault", list(BROKER_FAULTS))
+def test_an_error_return_the_broker_cannot_confirm_loses_nothing(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    fault: str,
+) -> None:
+    """Only the broker's record ends a row on an Error return: without it the row stays
+    pending, the page says to try again, and the same URL finishes it once the broker is back."""
+    started = start(ends="error")
+    fired.clear()
+    broker.fault("retrieve", BROKER_FAULTS[fault])
+    before = snapshot()
+    response = alice_client.get(started.url("error"))
+    assert response.status_code == (502 if fault == "HTML instead of JSON" else 503)
+    assert broker.counts["retrieve"] >= 1
+    assert (snapshot(), fired.names) == (before, [])
+    assert state.holds(_request_of(alice_client), started.reference)  # nothing consumed
+    broker.heal()
+    response = alice_client.get(started.url("error"))  # a reload
+    assert response.status_code == 200
+    assert changed(before, snapshot()) == {started.pk}
+    assert (started.row.status, started.row.error_status) == (Status.ERROR, "TIMEOUT")
+    assert fired.calls == [("failed", started.pk, Status.ERROR, alice.pk)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("endpoint", ["status", "retrieve"])
+@pytest.mark.parametrize("fault", ["connection reset", "503", "HTML instead of JSON"])
+@pytest.mark.parametrize("how", ELSEWHERE)
+def test_an_app_switch_the_broker_cannot_answer_loses_nothing(
+    start: Callable[..., Started],
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    eid: Callable[..., None],
+    endpoint: Any,
+    fault: str,
+    how: str,
+) -> None:
+    """The "go back" page all the same; the row stays pending for the browser that started."""
+    starting_browser = logged_in(alice, HTTP_USER_AGENT=USER_AGENT)
+    started = start(client=starting_browser)
+    rid = started.request_id
+    same_device = {"IPAddress": TEST_CLIENT_IP, "UserAgent": USER_AGENT}
+    broker.answer_record(rid, record(rid, EnvironmentInfo=same_device))  # would complete
+    broker.script(endpoint, BROKER_FAULTS[fault], request_id=rid)
+    fired.clear()
+    broker.counts.clear()
+    before = snapshot()
+    assert_go_back_page(come_back_elsewhere(how, started.url("success"), alice, broker, eid))
+    assert broker.counts[endpoint] >= 1
+    assert (snapshot(), fired.names) == (before, [])
+    broker.heal(endpoint)
+    response = starting_browser.get(started.url("success"))
+    assert (response.status_code, response["Location"]) == (302, "/")
+    assert changed(before, snapshot()) == {started.pk}
+    assert fired.calls == [("succeeded", started.pk, Status.SUCCESS, alice.pk)]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ELSEWHERE)
+def test_a_database_error_while_an_app_switch_stores_loses_nothing(
+    start: Callable[..., Started],
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    eid: Callable[..., None],
+    how: str,
+) -> None:
+    starting_browser = logged_in(alice, HTTP_USER_AGENT=USER_AGENT)
+    started = start(client=starting_browser)
+    rid = started.request_id
+    same_device = {"IPAddress": TEST_CLIENT_IP, "UserAgent": USER_AGENT}
+    broker.answer_record(rid, record(rid, EnvironmentInfo=same_device))
+    fired.clear()
+    before = snapshot()
+    failing = FailingStatement("UPDATE")
+    with connection.execute_wrapper(failing), pytest.raises(OperationalError):
+        come_back_elsewhere(how, started.url("success"), alice, broker, eid)
+    assert failing.failed == 1
+    assert (snapshot(), fired.names) == (before, [])  # still PENDING, nothing announced
+    assert state.holds(_request_of(starting_browser), started.reference)
+    response = starting_browser.get(started.url("success"))
+    assert (response.status_code, response["Location"]) == (302, "/")
+    assert started.row.status == Status.SUCCESS
+    assert fired.calls == [("succeeded", started.pk, Status.SUCCESS, alice.pk)]
 
 
 # -- signals after commit; receivers that crash or reject --------------------------------------
@@ -132,7 +244,7 @@ def test_a_crashing_receiver_is_logged_and_undoes_nothing(
 ) -> None:
     getattr(signals, f"identification_{signal}").connect(crash, dispatch_uid="crash")
     try:
-        started = start()
+        started = start(ends=kind)
         response = alice_client.get(started.url(kind))
     finally:
         getattr(signals, f"identification_{signal}").disconnect(dispatch_uid="crash")
@@ -180,7 +292,7 @@ def test_a_rejection_from_another_signal_changes_nothing(
 
     getattr(signals, f"identification_{signal}").connect(reject, dispatch_uid="reject")
     try:
-        started = start()
+        started = start(ends=kind)
         response = alice_client.get(started.url(kind))
     finally:
         getattr(signals, f"identification_{signal}").disconnect(dispatch_uid="reject")
@@ -213,7 +325,7 @@ def test_two_concurrent_hits_store_one_identification_and_fire_one_signal(
         # with "database table is locked" instead of making one wait: a fault of the test
         # database, not of the app. The production tier runs this test on PostgreSQL.
         pytest.skip("needs a database that lets concurrent writers wait (PostgreSQL tier)")
-    started = start()
+    started = start(ends=kind)
     fired.clear()
     both_fetched = threading.Barrier(2, timeout=10)
 
@@ -297,3 +409,35 @@ def test_the_pending_limit_counts_only_this_users_live_sessions(
         assert alice_client.post(START).status_code == 429
         return
     assert start().row.status == Status.PENDING
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [1, 2])
+def test_failed_starts_count_against_the_pending_limit(
+    alice_client: Client,
+    broker: FakeBroker,
+    fired: Fired,
+    eid: Callable[..., None],
+    limit: int,
+) -> None:
+    """A broker that refuses every start cannot be used to pile up rows (or billed calls):
+    each failed start keeps its reserved row, as ERROR without a request id, and counts."""
+    eid(MAX_PENDING_PER_USER=limit)
+    broker.fault("create", reply(500, {"message": "down"}))
+    for _ in range(limit):
+        assert alice_client.post(START).status_code in (502, 503)
+    rows = list(Identification.objects.all())
+    assert [(r.status, r.request_id) for r in rows] == [(Status.ERROR, None)] * limit
+    assert fired.names == []
+    broker.heal()
+    broker.counts.clear()
+    before = snapshot()
+    response = alice_client.post(START)
+    assert response.status_code == 429
+    assert (snapshot(), dict(broker.counts), fired.names) == (before, {}, [])
+    # Older than SESSION_MAX_AGE, they count no more.
+    old = rows[0].created_at - datetime.timedelta(seconds=1801)
+    Identification.objects.update(created_at=old)
+    response = alice_client.post(START)
+    assert (response.status_code, broker.counts["create"]) == (302, 1)
+    assert Identification.objects.filter(status=Status.PENDING).count() == 1

@@ -54,24 +54,32 @@ def _iframe_page(start: Callable[..., Started], client: Client, broker: FakeBrok
 
 
 def _result_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
-    started = start()
-    client.get(started.error_url())
+    started = start(ends="error")
+    assert client.get(started.error_url()).status_code == 200
     return client.get(f"/eid/result/{started.reference}/")
 
 
 def _callback(kind: str, tamper: str = "") -> Callable[..., Any]:
     def hit(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
-        started = start(display="iframe" if tamper == "iframe" else "redirect")
-        url = started.url(kind)
+        ends = "pending" if tamper == "in progress" else kind
+        started = start(display="iframe" if tamper == "iframe" else "redirect", ends=ends)
+        if tamper == "in progress":  # filled by hand: the session is still at the broker
+            url = started.error_url(p1=started.request_id)
+        else:
+            url = started.url(kind)
         if tamper == "forged":
             url = started.success_url(p1="forged")
         elif tamper == "unknown":
             url = url.replace(started.reference, "A" * 32)
-        elif tamper == "no session":
+        elif tamper in ("no session", "no session, retried"):
             client = Client()
-        elif tamper == "other browser":
+            if tamper == "no session, retried":
+                url = client.get(url).context["retry_url"]
+        elif tamper in ("other browser", "other browser, forged"):
             client.logout()
             client.force_login(started.row.user)
+            if tamper == "other browser, forged":
+                url = started.abort_url(p2="forged")
         elif tamper == "expired":
             old = started.row.created_at - datetime.timedelta(hours=1)
             Identification.objects.filter(pk=started.pk).update(created_at=old)
@@ -97,9 +105,12 @@ PAGES: dict[str, tuple[Callable[..., Any], int, str]] = {
     "tampered callback": (_callback("success", "forged"), 400, "SAMEORIGIN"),
     "unknown reference": (_callback("abort", "unknown"), 404, "SAMEORIGIN"),
     "interstitial": (_callback("success", "no session"), 200, "SAMEORIGIN"),
-    "another browser": (_callback("error", "other browser"), 403, "SAMEORIGIN"),
+    "app switch, no session": (_callback("success", "no session, retried"), 200, "SAMEORIGIN"),
+    "another browser": (_callback("error", "other browser"), 200, "SAMEORIGIN"),
+    "another browser, forged": (_callback("abort", "other browser, forged"), 403, "SAMEORIGIN"),
     "expired": (_callback("success", "expired"), 410, "SAMEORIGIN"),
     "retrieval failed": (_callback("success", "broker down"), 503, "SAMEORIGIN"),
+    "error return, still at the broker": (_callback("error", "in progress"), 409, "SAMEORIGIN"),
 }
 
 
@@ -127,12 +138,29 @@ def test_each_page_sets_its_own_framing_rule(
     assert response["X-Frame-Options"] == framing
 
 
+WEB_MESSAGING_SCRIPT = "https://cdn.broker.test/js/web-messaging.js"
+
+
+@pytest.mark.parametrize("web_messaging", [False, True])
 def test_the_iframe_page_allows_framing_only_the_broker(
-    start: Callable[..., Started], alice_client: Client
+    start: Callable[..., Started],
+    alice_client: Client,
+    eid: Callable[..., None],
+    web_messaging: bool,
 ) -> None:
-    response = start(display="iframe").response
-    assert response._csp_update == {"frame-src": ["https://id.broker.test"]}
-    assert f'src="{BROKER_PAGE.replace("&", "&amp;")}' in response.content.decode()
+    """Only the broker may be framed, and only its web-messaging script run, when used."""
+    if web_messaging:
+        eid(IFRAME_WEB_MESSAGING=True, IFRAME_WEB_MESSAGING_SCRIPT=WEB_MESSAGING_SCRIPT)
+    started = start(display="iframe")
+    response = started.response
+    assert started.sent["iFrame"] == {"Domain": "testserver", "WebMessaging": web_messaging}
+    expected = {"frame-src": ["https://id.broker.test"]}
+    if web_messaging:
+        expected["script-src"] = ["https://cdn.broker.test"]
+    assert response._csp_update == expected
+    page = response.content.decode()
+    assert f'src="{BROKER_PAGE.replace("&", "&amp;")}' in page
+    assert (f'<script src="{WEB_MESSAGING_SCRIPT}">' in page) is web_messaging
 
 
 @pytest.mark.parametrize("page", ["start", "success", "abort", "error"])
@@ -140,8 +168,9 @@ def test_no_page_sets_or_changes_a_cookie_beyond_session_and_csrf(
     start: Callable[..., Started], alice_client: Client, settings: Any, page: str
 ) -> None:
     settings.SESSION_COOKIE_SAMESITE = "Strict"
-    started = start()
+    started = start(ends="success" if page == "start" else page)
     response = started.response if page == "start" else alice_client.get(started.url(page))
+    assert response.status_code == (200 if page == "error" else 302)
     ours = {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, "messages"}  # the abort note
     assert set(response.cookies) <= ours
     for morsel in response.cookies.values():
@@ -206,12 +235,16 @@ def test_every_call_of_a_flow_verifies_tls(
         monkeypatch.setenv(name, value)
     started = start()
     alice_client.get(started.success_url())
+    # The app switch asks the broker's status call, then the record, without the browser.
+    elsewhere = start()
+    assert Client().get(elsewhere.success_url() + "&eid_retry=1").status_code == 200
     calls = broker.mock.calls
     assert {c.request.url.split("?")[0].split("/")[2] for c in calls} == {
         "auth.broker.test",
         "api.broker.test",
     }
-    assert [c.request.req_kwargs["verify"] for c in calls] == [verify] * 3
+    assert dict(broker.counts) == {"token": 1, "create": 2, "retrieve": 2, "status": 1}
+    assert [c.request.req_kwargs["verify"] for c in calls] == [verify] * 6
     assert all(c.request.req_kwargs["timeout"] for c in calls)
 
 

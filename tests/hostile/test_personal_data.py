@@ -1,6 +1,7 @@
 """Personal data: the national identity number, the client secret and the access token never
 reach a log line, an e-mail to ADMINS, a URL, an exception message, a ``repr``, Django's
 technical 500 page or the database in clear; ONE_ACCOUNT_PER_PERSON refuses a second account.
+The start keeps a keyed hash of the browser, never its address or user agent in clear.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import AbstractBaseUser
 from django.core import mail
 from django.core.signals import got_request_exception
 from django.db import OperationalError, connection
@@ -25,9 +27,12 @@ from django_eid.exceptions import EidProtocolError, IdentificationRejected
 from django_eid.models import Identification
 from django_eid.records import parse_record
 from tests.hostile.conftest import (
+    GO_BACK,
     SECRET,
     SSN,
+    TEST_CLIENT_IP,
     TOKEN,
+    USER_AGENT,
     FailingStatement,
     FakeBroker,
     Started,
@@ -111,7 +116,13 @@ def _reject(**kwargs: Any) -> None:
     raise IdentificationRejected("Under age.")
 
 
-def _flow(name: str, start: Callable[..., Started], client: Client, broker: FakeBroker) -> None:
+def _flow(
+    name: str,
+    start: Callable[..., Started],
+    client: Client,
+    broker: FakeBroker,
+    user: AbstractBaseUser,
+) -> None:
     """Drive one complete flow; every response is checked for the secrets too."""
     responses: list[Any] = []
     if name.startswith("start fails"):
@@ -127,8 +138,28 @@ def _flow(name: str, start: Callable[..., Started], client: Client, broker: Fake
         }[name]
         broker.fault(kind, reply(401, body))
         responses.append(client.post("/eid/start/"))
+    elif name.startswith("app switch"):
+        # Back in a browser without the session: settled from the broker's status call and
+        # record (a possible relay is logged), and the "go back" page.
+        browser = logged_in(user, HTTP_USER_AGENT=USER_AGENT)
+        started = start(client=browser)
+        responses.append(started.response)
+        rid = started.request_id
+        if "same device" in name:
+            device = {"IPAddress": TEST_CLIENT_IP, "UserAgent": USER_AGENT}
+            broker.answer_record(rid, record(rid, EnvironmentInfo=device))
+        elsewhere = Client()
+        responses.append(elsewhere.get(started.success_url()))  # the interstitial
+        responses.append(elsewhere.get(responses[-1].context["retry_url"]))
+        assert GO_BACK in responses[-1].content.decode()
+        done = "same device" in name
+        assert started.row.status == (Status.SUCCESS if done else Status.PENDING)
+        responses.append(browser.get("/eid/start/"))  # the browser that started
     else:
-        started = start(display="iframe" if "iframe" in name else "redirect")
+        started = start(
+            display="iframe" if "iframe" in name else "redirect",
+            ends="error" if "error callback" in name else "success",
+        )
         responses.append(started.response)
         rid = started.request_id
         if "fails to parse" in name:
@@ -157,6 +188,8 @@ FLOWS = [
     "retrieval fails, echoing the token and number",
     "record fails to parse",
     "tampered callback",
+    "app switch from another device",
+    "app switch on the same device",
     "start fails: token refused, echoing the secret",
     "start fails: create refused, echoing the token",
 ]
@@ -169,6 +202,7 @@ def test_no_log_line_or_admin_mail_holds_the_number_the_secret_or_the_token(
     broker: FakeBroker,
     eid: Callable[..., None],
     django_user_model: Any,
+    alice: AbstractBaseUser,
     all_logs: Capture,
     name: str,
 ) -> None:
@@ -181,9 +215,11 @@ def test_no_log_line_or_admin_mail_holds_the_number_the_secret_or_the_token(
     if receiver:
         signals.identification_succeeded.connect(receiver, dispatch_uid="pd")
     try:
-        _flow(name, start, alice_client, broker)
+        _flow(name, start, alice_client, broker, alice)
     finally:
         signals.identification_succeeded.disconnect(dispatch_uid="pd")
+    if name == "error callback":
+        assert Identification.objects.get(user=alice).status == Status.ERROR
     assert all_logs.lines, "nothing was captured"
     assert any("django_eid" in line for line in all_logs.lines)
     assert_clean("\n".join(all_logs.lines), "the logs")
@@ -220,6 +256,44 @@ def test_the_number_is_stored_encrypted_and_shown_nowhere_in_clear(
     assert Identification.objects.with_social_security_number(SSN).get() == row
     session = alice_client.session
     assert SSN not in repr(dict(session.items()))
+
+
+START_ADDRESS = "198.51.100.23"
+
+
+def test_the_start_keeps_a_keyed_hash_of_the_browser_not_its_address_or_user_agent(
+    start: Callable[..., Started], alice: AbstractBaseUser, broker: FakeBroker
+) -> None:
+    browser = logged_in(alice, HTTP_USER_AGENT=USER_AGENT, REMOTE_ADDR=START_ADDRESS)
+    started = start(client=browser)
+    row = started.row
+    assert (row.ip_address, row.user_agent) == (None, "")
+    assert len(row.device_key) == 64
+    again = start(client=browser).row.device_key
+    elsewhere = start(client=logged_in(alice, REMOTE_ADDR=START_ADDRESS)).row.device_key
+    assert again == row.device_key != elsewhere  # the same browser, the same key; not another
+    plain = f'["{START_ADDRESS}", "{USER_AGENT}"]'
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_eid_identification")
+        stored = repr(cursor.fetchall())
+    for value in (
+        START_ADDRESS,
+        USER_AGENT,
+        "HostileSuite",
+        hashlib.sha256(plain.encode()).hexdigest(),
+    ):
+        assert value not in stored
+    # On completion the address and user agent are what the broker saw (EnvironmentInfo).
+    rid = started.request_id
+    seen = {"IPAddress": "192.0.2.44", "UserAgent": "BankID app/7.1"}
+    broker.answer_record(rid, record(rid, EnvironmentInfo=seen))
+    assert browser.get(started.success_url()).status_code == 302
+    row = started.row
+    assert (row.status, row.ip_address, row.user_agent) == (
+        Status.SUCCESS,
+        "192.0.2.44",
+        "BankID app/7.1",
+    )
 
 
 def test_the_admin_shows_only_the_last_digits(

@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from django_eid import vocabulary
 from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.persons import Person, builtin_persons
 from django_eid.sandbox.store import MemoryStore
@@ -37,8 +38,8 @@ CLIENT_SECRET = "stub-secret-0123456789"
 
 #: Who identifies at the stub: the sandbox's first built-in person.
 SAMPLE = builtin_persons().NORWEGIAN
-API_PATH = "/api/identification/session"
-TOKEN_PATH = "/auth/oauth/connect/token"
+API_PATH = "/api" + vocabulary.SESSION_PATH
+TOKEN_PATH = "/auth" + vocabulary.TOKEN_PATH
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Counters:
     token_times: list[float] = field(default_factory=list)
     creates: int = 0
     retrieves: int = 0
+    #: Status calls (``{"Done": bool}``).
+    statuses: int = 0
     #: API calls with a token the stub never issued or that had expired.
     rejected_tokens: int = 0
     #: Requests that arrived while the stub was hanging (never answered).
@@ -130,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(stub.create(authorization, body))
         elif (method, parts.path) == ("GET", API_PATH):
             self._send(stub.retrieve(authorization, parts.query))
+        elif (method, parts.path) == ("GET", "/api" + vocabulary.STATUS_PATH):
+            self._send(stub.status(authorization, parts.query))
         else:
             self._send(Reply(404, {"message": "not found", "code": "NOT_FOUND"}))
 
@@ -157,10 +162,11 @@ class BrokerStub:
         latency: float = 0.0,
         port: int = 0,
         max_hang: float = 60.0,
-        person: Person = SAMPLE,
+        person: Person | None = SAMPLE,
     ) -> None:
         self.token_lifetime = token_lifetime
-        #: Who identifies in every session created.
+        #: Who identifies in every session created; ``None``: nobody, the caller makes the
+        #: person act at the broker (``stub.broker``, under ``stub.lock``).
         self.person = person
         self.latency = latency
         self.max_hang = max_hang
@@ -202,7 +208,7 @@ class BrokerStub:
             if self._counted_call(authorization, reply) and reply.status == 200:
                 request_id = reply.body["RequestId"]
                 session = self.broker.session(request_id)
-                success_url = self.broker.identify(request_id, self.person)
+                success_url = self.broker.identify(request_id, self.person) if self.person else ""
                 self.counters.creates += 1
                 external = session.external_reference if session else None
                 self.sessions[request_id] = (external or "", success_url)
@@ -213,6 +219,13 @@ class BrokerStub:
             reply = self.broker.get_session(authorization=authorization, query=query)
             if self._counted_call(authorization, reply):
                 self.counters.retrieves += 1
+        return reply
+
+    def status(self, authorization: str | None, query: str) -> Reply:
+        with self.lock:
+            reply = self.broker.session_status(authorization=authorization, query=query)
+            if self._counted_call(authorization, reply):
+                self.counters.statuses += 1
         return reply
 
     def _counted_call(self, authorization: str | None, reply: Reply) -> bool:

@@ -49,6 +49,7 @@ PERSONAL_FIELDS: dict[str, Any] = {
     "raw": {},
     "national_id_country": "",
     "national_id_kind": "",
+    "device_key": "",
 }
 
 
