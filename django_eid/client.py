@@ -220,6 +220,22 @@ class EidClient:
         )
         return parse_done(answer.json(), what=answer.what)
 
+    def invalidate_session(self, request_id: str) -> None:
+        """End a session at the broker, so its record can no longer be used.
+
+        A finished ``SUCCESS`` session becomes ``INVALIDATED`` and its identity is no longer
+        served; the broker refuses to invalidate an ``ERROR`` session (an
+        :class:`EidApiError`).
+        """
+        self._api(
+            "PUT",
+            f"{self.settings.BASE_URL}{vocabulary.INVALIDATE_PATH}",
+            # Idempotent: invalidating twice leaves the session as invalidating once does.
+            retry=True,
+            data=json.dumps({vocabulary.INVALIDATE_REQUEST_ID: request_id}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+
     # -- plumbing ----------------------------------------------------------
     def _api(self, method: str, url: str, *, retry: bool, **kwargs: Any) -> Answer:
         """One call of the session API with the access token; raise for a 4xx answer."""

@@ -51,6 +51,11 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "MAX_PENDING_PER_USER": 5,
     "ONE_ACCOUNT_PER_PERSON": False,
     "COMPLETE_WITHOUT_CALLBACK": "same_device",
+    # The JSON API (django_eid.api).
+    "FRONTEND_URLS": None,
+    "FRONTEND_ALLOWED_HOSTS": (),
+    "API_AUTHENTICATION_CLASSES": None,
+    "API_EXPOSE_SOCIAL_SECURITY_NUMBER": False,
     # Site rules applied before an identity is stored as verified.
     "MIN_AGE": None,
     # Pre-fill the account's person's number at the broker for a same_person gate.
@@ -201,6 +206,24 @@ class EidSettings:
     @property
     def ONE_ACCOUNT_PER_PERSON(self) -> bool:
         return bool(self.raw("ONE_ACCOUNT_PER_PERSON"))
+
+    @property
+    def FRONTEND_URLS(self) -> dict[str, str] | None:
+        value = self.raw("FRONTEND_URLS")
+        return None if not value else {str(k): str(v) for k, v in dict(value).items()}
+
+    @property
+    def FRONTEND_ALLOWED_HOSTS(self) -> tuple[str, ...]:
+        return tuple(str(host) for host in self.raw("FRONTEND_ALLOWED_HOSTS") or ())
+
+    @property
+    def API_AUTHENTICATION_CLASSES(self) -> tuple[str, ...] | None:
+        value = self.raw("API_AUTHENTICATION_CLASSES")
+        return None if value is None else tuple(str(path) for path in value)
+
+    @property
+    def API_EXPOSE_SOCIAL_SECURITY_NUMBER(self) -> bool:
+        return bool(self.raw("API_EXPOSE_SOCIAL_SECURITY_NUMBER"))
 
     @property
     def COMPLETE_WITHOUT_CALLBACK(self) -> str:

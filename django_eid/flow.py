@@ -28,12 +28,13 @@ import datetime
 import hmac
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from django.contrib.auth import get_user_model
+from django.core.cache import caches
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
 from django.db import IntegrityError, connection, transaction
@@ -179,13 +180,18 @@ def choose_provider(value: str | None, *, restrict: Sequence[str] | None = None)
     return value
 
 
-def safe_next(value: str | None, *, host: str, secure: bool) -> str:
-    """``value`` if it is a safe place on ``host`` to send the user afterwards, else ``""``."""
+def safe_next(value: str | None, *, host: str, secure: bool, also: Collection[str] = ()) -> str:
+    """``value`` if it is a safe place to send the user afterwards, else ``""``.
+
+    Safe: a path, or a URL on ``host`` or on one of the hosts ``also`` (a JSON front end's
+    ``FRONTEND_ALLOWED_HOSTS``), over https when ``secure``.
+    """
     if not value or len(value) > NEXT_MAX_LENGTH or value != value.strip():
         return ""
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return ""
-    ok = url_has_allowed_host_and_scheme(value, allowed_hosts={host}, require_https=secure)
+    hosts = {host, *also}
+    ok = url_has_allowed_host_and_scheme(value, allowed_hosts=hosts, require_https=secure)
     return value if ok else ""
 
 
@@ -249,26 +255,33 @@ def start(
     client_ip: str | None = None,
     same_person: bool = False,
     providers: Sequence[str] | None = None,
+    channel: str = Identification.Channel.HTML,
+    next_hosts: Collection[str] = (),
+    parent_host: str | None = None,
     request: HttpRequest | None = None,
 ) -> Started:
     """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
 
     ``return_urls`` is called with the new reference. ``host`` is the site's host as the
-    browser sees it (the iframe's parent domain), ``secure`` whether it is served over
-    https. ``provider`` is the user's choice (see :func:`choose_provider`; ``providers``
-    narrows what is offered), ``next_url`` where success leads (dropped unless
-    :func:`safe_next` accepts it). ``same_person``: the identity must be the person already
+    browser sees it, ``secure`` whether it is served over https. ``provider`` is the user's
+    choice (see :func:`choose_provider`; ``providers`` narrows what is offered),
+    ``next_url`` where success leads (dropped unless :func:`safe_next` accepts it, on
+    ``host`` or ``next_hosts``). ``same_person``: the identity must be the person already
     verified on the account (:mod:`django_eid.claims`); with ``PREFILL_SAME_PERSON`` the
-    broker is asked to pre-fill that person's number.
+    broker is asked to pre-fill that person's number. ``channel``: the front end that
+    starts it, which decides where its returns lead (:func:`django_eid.outcomes.destination`).
+    ``parent_host``: the host of the page that frames the broker, when not ``host``.
 
     Raises :class:`Refused` before anything is sent (a bad choice, too many pending,
     no configuration), or :class:`BrokerFailed` once an ``ERROR`` row records the failure.
     One INSERT on the happy path.
     """
     chosen = choose_provider(provider, restrict=providers)
-    next_url = safe_next(next_url, host=host, secure=secure)
+    next_url = safe_next(next_url, host=host, secure=secure, also=next_hosts)
     if display not in Display.values:
         raise Refused(outcomes.DISPLAY_INVALID, field="display")
+    if channel not in Identification.Channel.values:
+        raise ValueError(f"channel must be one of {Identification.Channel.values}")
     try:
         client = get_client()
     except EidConfigurationError as err:
@@ -280,6 +293,7 @@ def start(
         external_id=new_external_id(),
         display=display,
         next_url=next_url,
+        channel=channel,
         identity_provider=chosen or "",
         # The starting browser, for completion without its callback; not the values.
         device_key=crypto.device_key(_valid_ip(client_ip), fit("user_agent", user_agent)),
@@ -293,7 +307,7 @@ def start(
             identity_provider=chosen,
             language=eid_settings.broker_language(),
             get_social_security_number=eid_settings.GET_SOCIAL_SECURITY_NUMBER,
-            iframe_domain=iframe_domain(host) if display == Display.IFRAME else None,
+            iframe_domain=iframe_domain(parent_host or host) if display == Display.IFRAME else None,
             iframe_web_messaging=eid_settings.IFRAME_WEB_MESSAGING,
             prefilled_social_security_number=(
                 _expected_number(user) if same_person and eid_settings.PREFILL_SAME_PERSON else None
@@ -388,7 +402,9 @@ def find(user: Any, reference: str) -> Identification | None:
     """``user``'s identification ``reference``; another user's is ``None`` too."""
     if not REFERENCE_RE.match(reference) or not getattr(user, "is_authenticated", False):
         return None
-    row = Identification.objects.filter(reference=reference, user=user).first()
+    # The number is decrypted only if read: a row under a removed key still answers.
+    rows = Identification.objects.filter(reference=reference, user=user)
+    row = rows.defer("social_security_number").first()
     if row is not None:
         row.user = user  # spares a query for the signals' ``user``
     return row
@@ -497,6 +513,9 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
     stale = is_expired(row)
     if eid_settings.COMPLETE_WITHOUT_CALLBACK == "never" or not row.request_id:
         return _expired_or(row, stale, "pending")
+    if _seen_on_other_device(row):
+        # The record will not change: do not fetch another person's identity again.
+        return _expired_or(row, stale, "other_device")
     client = get_client()
     if not client.session_done(row.request_id):
         return _expired_or(row, stale, "pending")
@@ -513,6 +532,7 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
             "(a relayed session?); it is not completed without its own callback.",
             row.pk,
         )
+        _remember_other_device(row)
         return _expired_or(row, stale, "other_device")
     if record.is_success:
         acted = complete(row, record, request=request)
@@ -525,6 +545,57 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
     else:
         acted = fail(row, request, status or vocabulary.UNKNOWN, record=record)
     return Settled(row, _SETTLED.get(Status(row.status), "finished") if acted else "finished")
+
+
+#: :func:`settle_if_due` asks the broker about one row at most this often, in seconds.
+SETTLE_INTERVAL: Final = 5
+
+
+def _cache() -> Any:
+    return caches[eid_settings.TOKEN_CACHE]
+
+
+def settle_if_due(row: Identification, *, request: HttpRequest | None = None) -> Settled | None:
+    """:func:`settle` a pending ``row``, at most once every :data:`SETTLE_INTERVAL` seconds
+    however many pages, browsers and clients ask; ``None`` when it was not due.
+
+    For what anyone can trigger (a polling page, a return in another browser): the count is
+    kept in ``TOKEN_CACHE``, so it holds for all workers when that cache is shared (check
+    ``W003``). Without a working cache nothing is asked (``eid_reconcile`` still settles
+    the row); a broker that cannot answer now is logged and asked again later.
+    """
+    if row.is_finished:
+        return Settled(row, "finished")
+    try:
+        due = bool(_cache().add(f"django_eid:settle:{row.pk}", 1, SETTLE_INTERVAL))
+    except Exception:
+        logger.warning("TOKEN_CACHE failed; identification %s is left to eid_reconcile.", row.pk)
+        return None
+    if not due:
+        return None
+    try:
+        return settle(row, request=request)
+    except (EidError, EidConfigurationError) as err:
+        logger.warning("Checking identification %s at the broker: %s", row.pk, err)
+        return None
+
+
+def _other_device_key(row: Identification) -> str:
+    return f"django_eid:other-device:{row.pk}"
+
+
+def _seen_on_other_device(row: Identification) -> bool:
+    try:
+        return bool(_cache().get(_other_device_key(row)))
+    except Exception:
+        return False
+
+
+def _remember_other_device(row: Identification) -> None:
+    try:
+        _cache().set(_other_device_key(row), 1, eid_settings.SESSION_MAX_AGE)
+    except Exception:
+        logger.warning("TOKEN_CACHE failed; identification %s may be fetched again.", row.pk)
 
 
 def _expired_or(row: Identification, stale: bool, outcome: str) -> Settled:
@@ -546,7 +617,8 @@ def return_elsewhere(
 
     The user identified in the broker's app and came back in another browser (or is not
     logged in there). When the broker's ids in the URL are the row's, the row is settled
-    as without any browser (:func:`settle`, the same-device rule included); ``None`` when
+    as without any browser (:func:`settle_if_due`: the same-device rule included, and at
+    most every :data:`SETTLE_INTERVAL` seconds, however often the URL is loaded); ``None`` when
     the return does not name a session, which the front end refuses as before. The
     browser that started shows the outcome the next time it loads the start or frame page.
     """
@@ -555,13 +627,7 @@ def return_elsewhere(
     row = Identification.objects.filter(reference=reference).first()
     if row is None or _ids_problem(row, params):
         return None
-    if row.is_finished:
-        return Settled(row, "finished")
-    try:
-        return settle(row, request=request)
-    except (EidError, EidConfigurationError) as err:
-        logger.warning("Settling identification %s without its browser failed: %s", row.pk, err)
-        return Settled(row, "pending")
+    return settle_if_due(row, request=request) or Settled(row, "pending")
 
 
 def finished_elsewhere(user: Any, references: Sequence[str]) -> Identification | None:
@@ -650,6 +716,23 @@ def abort(row: Identification, request: HttpRequest | None = None) -> bool:
         return False
     logger.info("Identification %s aborted by the user.", row.pk)
     _send(signals.identification_aborted, row, request)
+    return True
+
+
+def cancel(row: Identification, request: HttpRequest | None = None) -> bool:
+    """The user gave up before returning: ``row`` ends ``ABORTED`` and its broker session
+    is invalidated, so it can no longer end otherwise; False if ``row`` had finished.
+
+    The broker's answer does not decide: the row is aborted first (a callback arriving
+    meanwhile then finds it finished), and a broker that cannot invalidate is logged.
+    """
+    if not abort(row, request):
+        return False
+    if row.request_id:
+        try:
+            get_client().invalidate_session(row.request_id)
+        except (EidError, EidConfigurationError) as err:
+            logger.warning("Invalidating identification %s at the broker failed: %s", row.pk, err)
     return True
 
 

@@ -133,6 +133,12 @@ class Identification(models.Model):
         REDIRECT = "redirect", _("Redirect")
         IFRAME = "iframe", _("Iframe")
 
+    class Channel(models.TextChoices):
+        """Which front end started it, and so where its returns send the browser."""
+
+        HTML = "html", _("HTML pages")
+        API = "api", _("JSON API")
+
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
@@ -155,6 +161,9 @@ class Identification(models.Model):
         _("display"), max_length=16, choices=Display.choices, default=Display.REDIRECT
     )
     next_url = models.CharField(_("next URL"), max_length=2000, blank=True)
+    channel = models.CharField(
+        _("started through"), max_length=8, choices=Channel.choices, default=Channel.HTML
+    )
 
     identity_provider = models.CharField(_("identity provider"), max_length=64, blank=True)
     identity_provider_unique_id = models.CharField(

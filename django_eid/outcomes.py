@@ -12,16 +12,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import Promise
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from django_eid import vocabulary
 from django_eid.conf import eid_settings
 
 if TYPE_CHECKING:
@@ -155,7 +158,65 @@ RESUME_INVALID = Outcome(
     _("The form you sent before verifying your identity is no longer kept. Please send it again."),
 )
 
-# -- the outcome of a finished identification ---------------------------------------------------
+# -- refusals of the JSON API (django_eid.api) -----------------------------------------------
+_REFUSED = _("Request refused")
+#: No user is logged in, or the credentials were not accepted.
+LOGIN_REQUIRED = Outcome(
+    "login_required", 401, _("Login required"), _("Please log in to verify your identity.")
+)
+#: A session-authenticated unsafe request without a valid CSRF token.
+CSRF_FAILED = Outcome(
+    "csrf_failed",
+    403,
+    _REFUSED,
+    _("The request was refused: its CSRF token is missing or not valid. Reload and try again."),
+)
+#: The endpoint does not take this HTTP method.
+METHOD_NOT_ALLOWED = Outcome(
+    "method_not_allowed", 405, _REFUSED, _("This method is not allowed here.")
+)
+#: The body is not a JSON object (or too large to read).
+INVALID_BODY = Outcome("invalid_body", 400, _REFUSED, _("The request body must be a JSON object."))
+#: Several fields are not valid; ``errors`` names each.
+INVALID_REQUEST = Outcome("invalid_request", 400, _REFUSED, _("The request is not valid."))
+#: A field the endpoint does not know (a typo would otherwise be ignored silently).
+UNKNOWN_FIELD = Outcome("unknown_field", 400, _REFUSED, _("This field is not known."))
+#: A field of the wrong JSON type.
+NOT_A_STRING = Outcome("not_a_string", 400, _REFUSED, _("This field must be a string."))
+#: A ``next`` that is neither a path of the site nor a URL of an allowed front end.
+NEXT_NOT_ALLOWED = Outcome(
+    "next_not_allowed",
+    400,
+    _REFUSED,
+    _("This is neither a page of this site nor of an allowed front end."),
+)
+#: A ``max_age`` that is not a number of seconds from 1 to 100 years.
+MAX_AGE_INVALID = Outcome(
+    "max_age_invalid",
+    400,
+    _REFUSED,
+    _("Give the age of the verification as a whole number of seconds, at most 100 years."),
+)
+#: A ``min_age`` that is not a whole number of years below 150.
+MIN_AGE_INVALID = Outcome(
+    "min_age_invalid", 400, _REFUSED, _("Give the age as a whole number of years below 150.")
+)
+#: Cancelling an identification that already ended otherwise.
+ALREADY_FINISHED = Outcome(
+    "already_finished",
+    409,
+    _("Identification finished"),
+    _("This identification has already ended."),
+)
+
+# -- the outcome of an identification -----------------------------------------------------------
+#: Still at the broker (what a JSON front end polling a pending identification is told).
+PENDING = Outcome(
+    "pending",
+    200,
+    _("Identification in progress"),
+    _("The identification is not finished yet."),
+)
 SUCCEEDED = Outcome("succeeded", 200, _("Identity verified"), _("Your identity is verified."))
 ABORTED = Outcome(
     "aborted", 200, _("Identification cancelled"), _("You cancelled the identification.")
@@ -250,7 +311,7 @@ def gate_reason(code: str, *, min_age: int | None = None) -> str:
 
 # -- finished identifications --------------------------------------------------------------------
 def of(identification: Identification) -> Outcome:
-    """The outcome of a finished identification, its message in the active language.
+    """The outcome of an identification, its message in the active language.
 
     A rejection says django-eid's own reason in the reader's language, and a receiver's
     reason as it was stored.
@@ -259,6 +320,8 @@ def of(identification: Identification) -> Outcome:
 
     Status = Identification.Status
     status = identification.status
+    if status == Status.PENDING:
+        return PENDING
     if status == Status.SUCCESS:
         return SUCCEEDED
     if status == Status.ABORTED:
@@ -286,17 +349,81 @@ def configured_url(key: str) -> str:
         return "/"
 
 
+#: ``FRONTEND_URLS`` keys, and the placeholder their URLs may contain.
+FRONTEND_KINDS = ("success", "abort", "error")
+REFERENCE_PLACEHOLDER = "{reference}"
+
+
+def frontend_url(kind: str, reference: str) -> str | None:
+    """``FRONTEND_URLS[kind]`` with ``{reference}`` filled, or ``None`` when it is not set
+    or not a path or a URL of ``FRONTEND_ALLOWED_HOSTS`` (check ``E024`` says so)."""
+    template = (eid_settings.FRONTEND_URLS or {}).get(kind)
+    if not template:
+        return None
+    url = template.replace(REFERENCE_PLACEHOLDER, reference)
+    if not url_has_allowed_host_and_scheme(
+        url, allowed_hosts=set(eid_settings.FRONTEND_ALLOWED_HOSTS)
+    ):
+        logger.error(
+            "DJANGO_EID['FRONTEND_URLS'][%r] is not on FRONTEND_ALLOWED_HOSTS (system check "
+            "E024); the HTML destination is used.",
+            kind,
+        )
+        return None
+    return url
+
+
+#: The query parameter naming the return (``success``, ``abort``, ``error``) in a return
+#: forwarded to the front end; the broker's ids travel beside it.
+RETURN_PARAM = "eid_return"
+
+
+def forwarded_return(kind: str, reference: str, params: Mapping[str, Sequence[str]]) -> str | None:
+    """``FRONTEND_URLS[kind]`` carrying the return ``kind`` and the broker's ids of
+    ``params``: a front end authenticated as the owner finishes the identification with
+    them (``api-return``). ``None`` without such a URL."""
+    url = frontend_url(kind, reference)
+    if url is None:
+        return None
+    carried = {RETURN_PARAM: kind}
+    for name in vocabulary.RETURN_PARAMS:
+        values = list(params.get(name, ()))
+        if len(values) == 1:
+            carried[name] = values[0]
+    parts = urlsplit(url)
+    query = "&".join(q for q in (parts.query, urlencode(carried)) if q)
+    return urlunsplit(parts._replace(query=query))
+
+
+def frontend_kind(identification: Identification) -> str:
+    """The ``FRONTEND_URLS`` key of a finished identification's outcome."""
+    from django_eid.models import Identification
+
+    status = identification.status
+    if status == Identification.Status.SUCCESS:
+        return "success"
+    return "abort" if status == Identification.Status.ABORTED else "error"
+
+
 def destination(identification: Identification) -> tuple[str, bool]:
     """Where a finished identification sends its user: ``(url, is_result_page)``.
 
     Success goes to the checked ``next`` of the start (or ``SUCCESS_URL``); a cancel back to
     the start page (or ``ABORT_URL``); a failure to ``ERROR_URL`` when set; everything else
-    to django-eid's result page, which shows :func:`of`.
+    to django-eid's result page, which shows :func:`of`. An identification started through
+    the JSON API goes to the front end instead (``FRONTEND_URLS``), when it is set: the
+    front end asks the API what happened.
     """
     from django_eid.models import Identification
 
     Status = Identification.Status
     status = identification.status
+    if identification.channel == Identification.Channel.API:
+        if status == Status.SUCCESS and identification.next_url:
+            return identification.next_url, False
+        url = frontend_url(frontend_kind(identification), identification.reference)
+        if url is not None:
+            return url, False
     if status == Status.SUCCESS:
         return identification.next_url or configured_url("SUCCESS_URL"), False
     if status == Status.ABORTED:

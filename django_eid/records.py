@@ -275,12 +275,16 @@ _ISO_DATE_RE: Final = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 def parse_birth_date(
     value: str | None, ssn: str | None = None, *, today: datetime.date | None = None
 ) -> datetime.date | None:
-    """``ddMMyy`` (or ISO ``YYYY-MM-DD``) to a date; ``None`` when absent or not a real date."""
+    """``ddMMyy`` (or ISO ``YYYY-MM-DD``) to a date; ``None`` when absent, not a real date,
+    or in the future (nobody verified is born tomorrow)."""
     if value and _ISO_DATE_RE.match(value):
         try:
-            return datetime.date.fromisoformat(value)
+            born = datetime.date.fromisoformat(value)
         except ValueError:
             return None
+        # A day of slack: the broker's "today" may already be tomorrow somewhere.
+        latest = (today or datetime.date.today()) + datetime.timedelta(days=1)
+        return born if born <= latest else None
     if not value or len(value) != 6 or not value.isascii() or not value.isdigit():
         return None
     day, month, yy = int(value[:2]), int(value[2:4]), int(value[4:])

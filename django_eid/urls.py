@@ -1,8 +1,11 @@
-"""URLs of django-eid. Include them with ``path("eid/", include("django_eid.urls"))``."""
+"""URLs of django-eid. Include them with ``path("eid/", include("django_eid.urls"))``.
+
+The HTML flow at the top level, the JSON API (:mod:`django_eid.api`) under ``api/``.
+"""
 
 from django.urls import path
 
-from django_eid import views
+from django_eid import api, views
 
 app_name = "django_eid"
 
@@ -15,4 +18,18 @@ urlpatterns = [
     path("return/<str:reference>/error/", views.ErrorView.as_view(), name="error"),
     path("result/<str:reference>/", views.ResultView.as_view(), name="result"),
     path("resume/<str:token>/", views.ResumeView.as_view(), name="resume"),
+    path("api/identifications/", api.StartView.as_view(), name="api-start"),
+    path(
+        "api/identifications/<str:reference>/",
+        api.IdentificationView.as_view(),
+        name="api-identification",
+    ),
+    path(
+        "api/identifications/<str:reference>/cancel/", api.CancelView.as_view(), name="api-cancel"
+    ),
+    path(
+        "api/identifications/<str:reference>/return/", api.ReturnView.as_view(), name="api-return"
+    ),
+    path("api/me/", api.MeView.as_view(), name="api-me"),
+    path("api/schema/", api.SchemaView.as_view(), name="api-schema"),
 ]

@@ -16,9 +16,12 @@ from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.module_loading import import_string
 
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
+from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
 from django_eid.records import is_http_url
 from django_eid.vocabulary import LANGUAGES, PROVIDER_RE
 
@@ -55,6 +58,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_callback_cookie(s),
         *_site_rules(s),
         *_completion_and_frames(s),
+        *_json_api(s),
     ]
 
 
@@ -269,4 +273,89 @@ def _completion_and_frames(s: EidSettings) -> Iterator[Problem]:
             "The broker tells the page embedding it through its own script: set "
             "IFRAME_WEB_MESSAGING_SCRIPT to the URL the broker gives. Without it, the frame "
             "page still moves on by polling.",
+        )
+
+
+#: What the checks fill in for ``{reference}`` before judging a ``FRONTEND_URLS`` URL.
+_SAMPLE_REFERENCE: Final = "A" * 32
+
+
+def _json_api(s: EidSettings) -> Iterator[Problem]:
+    """The JSON API's front end (``FRONTEND_URLS``, its hosts) and its authentication."""
+    hosts = s.raw("FRONTEND_ALLOWED_HOSTS")
+    if (
+        isinstance(hosts, str)
+        or not isinstance(hosts, list | tuple)
+        or not all(isinstance(h, str) and h for h in hosts)
+    ):
+        yield Problem(
+            "django_eid.E025",
+            "error",
+            "DJANGO_EID['FRONTEND_ALLOWED_HOSTS'] must be a list of host names.",
+            "For example ['app.example.com']; a path needs no host.",
+        )
+        hosts = ()
+    urls = s.raw("FRONTEND_URLS")
+    if urls is not None:
+        yield from _frontend_urls(urls, set(hosts))
+    classes = s.raw("API_AUTHENTICATION_CLASSES")
+    if classes is not None:
+        yield from _authentication_classes(classes)
+
+
+def _frontend_urls(urls: object, hosts: set[str]) -> Iterator[Problem]:
+    if (
+        not isinstance(urls, Mapping)
+        or set(urls) != set(FRONTEND_KINDS)
+        or not all(isinstance(v, str) and v for v in urls.values())
+    ):
+        yield Problem(
+            "django_eid.E023",
+            "error",
+            "DJANGO_EID['FRONTEND_URLS'] must be None or a dict of 'success', 'abort' and "
+            "'error', each a path or an absolute http(s) URL.",
+            "Each may contain {reference}, e.g. 'https://app.example.com/verify/{reference}'.",
+        )
+        return
+    for kind in FRONTEND_KINDS:
+        url = str(urls[kind]).replace(REFERENCE_PLACEHOLDER, _SAMPLE_REFERENCE)
+        parts = urlsplit(url)
+        if not url_has_allowed_host_and_scheme(url, allowed_hosts=hosts):
+            yield Problem(
+                "django_eid.E024",
+                "error",
+                f"DJANGO_EID['FRONTEND_URLS'][{kind!r}] is neither a path nor a URL on "
+                "FRONTEND_ALLOWED_HOSTS.",
+                f"Add {parts.hostname!r} to DJANGO_EID['FRONTEND_ALLOWED_HOSTS'], or use a path.",
+            )
+        elif parts.scheme == "http" and not settings.DEBUG:
+            yield Problem(
+                "django_eid.W013",
+                "warning",
+                f"DJANGO_EID['FRONTEND_URLS'][{kind!r}] uses http:// while DEBUG is False.",
+                "Use https:// in production: the front end shows a verified identity.",
+            )
+
+
+def _authentication_classes(classes: object) -> Iterator[Problem]:
+    problem = None
+    if isinstance(classes, str) or not isinstance(classes, list | tuple):
+        problem = "must be None or a list of dotted paths of authentication classes"
+    else:
+        for path in classes:
+            try:
+                cls = import_string(str(path))
+            except ImportError as err:
+                problem = f"names {path!r}, which cannot be imported ({err})"
+                break
+            if not callable(getattr(cls, "authenticate", None)):
+                problem = f"names {path!r}, which has no authenticate() method"
+                break
+    if problem:
+        yield Problem(
+            "django_eid.E026",
+            "error",
+            f"DJANGO_EID['API_AUTHENTICATION_CLASSES'] {problem}.",
+            "List Django REST framework authentication classes, e.g. "
+            "'rest_framework.authentication.TokenAuthentication'; None uses the session.",
         )

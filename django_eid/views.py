@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.cache import caches
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.http import (
@@ -39,7 +38,6 @@ from django.views.decorators.debug import sensitive_variables
 from django_eid import flow, outcomes, state
 from django_eid.client import ReturnUrls
 from django_eid.conf import eid_settings
-from django_eid.exceptions import EidConfigurationError, EidError
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
@@ -239,8 +237,8 @@ class StatusView(View):
     (browsers restrict a cross-origin frame navigating its parent): it polls this. Only
     the owner, in the browser that started, gets an answer; it holds no personal data. A
     pending row is settled from the broker's status call (:func:`django_eid.flow.settle`,
-    the same-device rule included) at most every :data:`STATUS_CHECK_INTERVAL` seconds,
-    however often it is asked.
+    the same-device rule included) at most every
+    :data:`~django_eid.flow.SETTLE_INTERVAL` seconds, however often it is asked.
     """
 
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
@@ -253,11 +251,7 @@ class StatusView(View):
             return JsonResponse({"code": outcomes.INVALID_LINK.code}, status=404)
         if not row.is_finished and not state.holds(request, reference):
             return JsonResponse({"code": outcomes.NOT_THIS_BROWSER.code}, status=403)
-        if not row.is_finished and _due_for_a_check(row):
-            try:
-                flow.settle(row)
-            except (EidError, EidConfigurationError) as err:
-                logger.warning("Checking identification %s at the broker: %s", row.pk, err)
+        flow.settle_if_due(row, request=request)
         if not row.is_finished:
             return JsonResponse({"finished": False, "destination": None})
         state.consume(request, reference)
@@ -266,17 +260,6 @@ class StatusView(View):
 
 #: How often the frame page asks :class:`StatusView`, in seconds.
 STATUS_POLL_INTERVAL = 2.0
-#: At most one broker call per identification this often, in seconds, however many ask.
-STATUS_CHECK_INTERVAL = 5
-
-
-def _due_for_a_check(row: Identification) -> bool:
-    """True at most once every :data:`STATUS_CHECK_INTERVAL` seconds per row (all workers)."""
-    key = f"django_eid:status-check:{row.pk}"
-    try:
-        return bool(caches[eid_settings.TOKEN_CACHE].add(key, 1, STATUS_CHECK_INTERVAL))
-    except Exception:
-        return True
 
 
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
@@ -358,18 +341,42 @@ class CallbackView(View):
         says only that the identification ended, and where to go on: nothing of the
         identity, to whoever holds this browser.
         """
+        # Not the request of the owner's browser (maybe nobody's, maybe another user's): the
+        # signals get no request, as for eid_reconcile.
         settled = flow.return_elsewhere(self.kind, reference=reference, params=params)
         if settled is None:
             return None
-        context = {"kind": self.kind}
+        forward = self.forward(settled.identification, params)
+        if forward is not None:
+            return self.go(request, settled.identification, forward)
+        context = {"kind": self.kind, "outcome": settled.outcome}
         return TemplateResponse(request, self.elsewhere_template_name, context)
 
-    def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
+    def forward(self, row: Identification, params: dict[str, list[str]]) -> str | None:
+        """Where a return of a JSON front end's identification goes from another browser.
+
+        Finished: to the front end's URL of its outcome. Still pending (the same-device rule
+        did not let it finish): to the front end's URL of this return, with the broker's ids,
+        so that the front end, authenticated as the owner, finishes it (``api-return``).
+        ``None`` for an identification of the HTML pages, or without ``FRONTEND_URLS``.
+        """
+        if row.channel != Identification.Channel.API or not eid_settings.FRONTEND_URLS:
+            return None
+        if row.is_finished:
+            return outcomes.destination(row)[0]
+        return outcomes.forwarded_return(self.kind, row.reference, params)
+
+    def go(self, request: HttpRequest, row: Identification, url: str) -> HttpResponse:
+        """Send the browser to ``url``: the top window's, from inside the iframe."""
         if row.display == Identification.Display.IFRAME:
-            # We are inside the iframe: move the top window.
-            url = outcomes.destination(row)[0]
             return TemplateResponse(request, self.frame_exit_template_name, {"destination": url})
-        return leave(request, row)
+        return HttpResponseRedirect(url)
+
+    def finish(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        url, is_result = outcomes.destination(row)
+        if row.display == Identification.Display.IFRAME or not is_result:
+            return self.go(request, row, url)
+        return render_outcome(request, outcomes.of(row), identification=row)
 
 
 class SuccessView(CallbackView):
@@ -386,6 +393,8 @@ class AbortView(CallbackView):
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         # Only the request that aborted says so: a lost race (success in another tab)
         # must not tell the user they cancelled.
+        if row.channel == Identification.Channel.API:
+            return  # the front end tells the user
         if apps.is_installed("django.contrib.messages") and not eid_settings.ABORT_URL:
             from django.contrib import messages
 

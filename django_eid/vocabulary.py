@@ -20,6 +20,10 @@ SESSION_PATH: Final = "/identification/session"
 STATUS_PATH: Final = SESSION_PATH + "/status"
 #: The property of the status answer.
 DONE: Final = "Done"
+#: ``PUT`` with ``{"RequestId": ...}`` ends a session: its record becomes ``INVALIDATED``.
+INVALIDATE_PATH: Final = SESSION_PATH + "/invalidate"
+#: The property of the invalidate request naming the session.
+INVALIDATE_REQUEST_ID: Final = "RequestId"
 #: Query parameter of a retrieval naming the session.
 REQUEST_ID_PARAM: Final = "requestId"
 #: Query parameter asking a retrieval for add-on data (``MetaData``) too.
@@ -36,6 +40,8 @@ EXTERNAL_ID: Final = "[2]"
 RETURN_REQUEST_ID: Final = "requestId"
 RETURN_EXTERNAL_ID: Final = "externalId"
 RETURN_ERROR_STATUS: Final = "status"
+#: Every query parameter of the return URLs that the broker fills.
+RETURN_PARAMS: Final = (RETURN_REQUEST_ID, RETURN_EXTERNAL_ID, RETURN_ERROR_STATUS)
 #: What the Success and Abort URLs append to carry ``[1]`` and ``[2]`` back.
 IDS_QUERY: Final = f"?{RETURN_REQUEST_ID}={REQUEST_ID}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
 #: What the Error URL appends to carry ``[0]`` back, and ``[1]``/``[2]`` (the deployed

@@ -51,6 +51,13 @@ DJANGO_EID = {
     # number; off against a real broker, where the number costs extra and needs permission.
     "GET_SOCIAL_SECURITY_NUMBER": env.bool("EID_GET_SOCIAL_SECURITY_NUMBER", default=EID_SANDBOX),
     "SUCCESS_URL": "account",
+    # Identifications started through the JSON API (the single-page app at /spa/) come back
+    # to it; the page asks the API how they went.
+    "FRONTEND_URLS": {
+        "success": "/spa/?reference={reference}",
+        "abort": "/spa/?reference={reference}",
+        "error": "/spa/?reference={reference}",
+    },
 }
 
 # -- Applications ------------------------------------------------------------

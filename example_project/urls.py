@@ -19,6 +19,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("account/", views.AccountView.as_view(), name="account"),
     path("payout/", views.payout, name="payout"),
     path("wine/", views.wine_shop, name="wine"),
+    path("spa/", views.SpaView.as_view(), name="spa"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),

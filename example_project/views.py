@@ -11,8 +11,10 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.decorators import method_decorator
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 
 from django_eid.decorators import eid_required
@@ -95,3 +97,25 @@ def wine_shop(request: HttpRequest) -> HttpResponse:
     """For adults only: a verified identity that shows the person is 18 or older."""
     identity = Identification.objects.verified_for(request.user, min_age=18)
     return TemplateResponse(request, "wine_shop.html", {"identity": identity})
+
+
+@method_decorator(ensure_csrf_cookie, name="dispatch")
+class SpaView(TemplateView):
+    """A front end of its own on one page: plain JavaScript over django-eid's JSON API.
+
+    Not behind a login: the API answers 401 to an anonymous visitor, and the page offers
+    the login link then, as a single-page app would.
+    """
+
+    template_name = "spa.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["api"] = reverse("django_eid:api-schema").removesuffix("schema/")
+        context["texts"] = {
+            "verified": gettext("Your identity is verified."),
+            "not_verified": gettext("Your identity is not verified yet."),
+            "starting": gettext("Starting…"),
+            "framed": gettext("Identify yourself in the frame below."),
+        }
+        return context

@@ -142,6 +142,8 @@ def test_the_wheel_holds_the_whole_package(dists: Dists) -> None:
     assert not missing, f"not in the wheel: {sorted(missing)}"
     for required in (
         "django_eid/py.typed",
+        # The JSON API serves its OpenAPI document from the package.
+        "django_eid/openapi.json",
         "django_eid/migrations/0001_initial.py",
         "django_eid/templates/django_eid/base.html",
         "django_eid/templates/django_eid/start.html",
@@ -238,7 +240,7 @@ SITE_URLS = """
 """
 
 # Run inside the new environment: the package comes from site-packages, its templates
-# render, and its compiled translations load.
+# render, its compiled translations and its OpenAPI document load.
 SMOKE = """
     import django
     django.setup()
@@ -253,6 +255,8 @@ SMOKE = """
         with translation.override(lang):
             text = translation.gettext("Verify my identity")
         assert text != "Verify my identity", (lang, text)
+    from django_eid.api import openapi_document
+    assert openapi_document()["openapi"].startswith("3.1"), "the OpenAPI document is missing"
     print("ok", django_eid.__version__)
 """
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
 from django_eid import vocabulary
+from django_eid.records import lower_keys
 from django_eid.sandbox.persons import Person
 from django_eid.sandbox.store import Store, now
 from django_eid.sandbox.wire import (
@@ -275,6 +276,43 @@ class SandboxBroker:
             return reply
         done = reply.body["Status"] not in vocabulary.IN_PROGRESS
         return Reply(200, {vocabulary.DONE: done})
+
+    def invalidate(self, *, authorization: str | None, query: str, body: bytes) -> Reply:
+        """``PUT {base_url}/identification/session/invalidate`` with ``{"RequestId": ...}``
+        (or, as one SDK sends it, ``?requestId=``): the session ends as ``INVALIDATED`` and
+        its identity is no longer served. An ``ERROR`` session cannot be invalidated."""
+        try:
+            client_id = self._authorize(authorization)
+        except Refused as refused:
+            return refused.reply
+        ids = [
+            v for k, v in parse_qsl(query, max_num_fields=MAX_FIELDS) if k.lower() == "requestid"
+        ]
+        try:
+            parsed = json.loads(body) if body.strip() else {}
+        except (ValueError, UnicodeDecodeError):
+            parsed = None
+        if isinstance(parsed, dict):
+            given = lower_keys(parsed).get(vocabulary.INVALIDATE_REQUEST_ID.lower())
+            if given is not None:
+                ids.append(given)
+        if parsed is None or len(ids) != 1 or not isinstance(ids[0], str) or not ids[0]:
+            error = {"field": "RequestId", "message": "Exactly one RequestId is required."}
+            return Reply(400, {"message": "The request is not valid.", "errors": [error]})
+        session = self.session(ids[0])
+        if session is None or session.client_id != client_id:
+            missing = {
+                "message": "No identification session has this requestId.",
+                "code": "NOT_FOUND",
+            }
+            return Reply(404, missing)
+        if session.status == vocabulary.ERROR:
+            message = "A session that ended in ERROR cannot be invalidated."
+            return Reply(400, {"message": message, "code": "INVALID_STATUS"})
+        session.status = vocabulary.INVALIDATED
+        session.identity = None
+        self._save(session)
+        return Reply(200, {})
 
     # -- sessions, and the person at the broker ------------------------------
     def session(self, request_id: str) -> Session | None:

@@ -27,7 +27,13 @@ from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Session
 from django_eid.tokens import entry_keys
-from django_eid.vocabulary import IN_PROGRESS, SESSION_PATH, STATUS_PATH
+from django_eid.vocabulary import (
+    IN_PROGRESS,
+    INVALIDATE_PATH,
+    INVALIDATE_REQUEST_ID,
+    SESSION_PATH,
+    STATUS_PATH,
+)
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
 
@@ -42,6 +48,7 @@ class EidBroker:
     - ``token_requests``: how many token requests were made;
     - ``retrieve_requests``: the request ids asked for with ``GET ?requestId=``;
     - ``status_requests``: the request ids asked for with the status call (``Done``);
+    - ``invalidate_requests``: the request ids of the invalidate calls;
     - ``issued_tokens``: the access tokens the broker issued, oldest first;
     - ``broker``: the underlying :class:`~django_eid.sandbox.broker.SandboxBroker`;
     - ``mock``: the active ``responses.RequestsMock`` (add your own URLs to it).
@@ -79,6 +86,7 @@ class EidBroker:
         self.token_requests = 0
         self.retrieve_requests: list[str] = []
         self.status_requests: list[str] = []
+        self.invalidate_requests: list[str] = []
         self.issued_tokens: list[str] = []
         self._request_ids: list[str] = []
         self.faults = Faults()
@@ -88,6 +96,7 @@ class EidBroker:
             (responses.POST, session_url, "create"),
             (responses.GET, session_url, "retrieve"),
             (responses.GET, session_url + STATUS_PATH.removeprefix(SESSION_PATH), "status"),
+            (responses.PUT, session_url + INVALIDATE_PATH.removeprefix(SESSION_PATH), "invalidate"),
         ):
             self.mock.add_callback(method, url, callback=self._callback(endpoint))  # type: ignore[arg-type]
 
@@ -268,6 +277,16 @@ class EidBroker:
                 self.create_requests.append(json.loads(body))
             except ValueError:
                 self.create_requests.append(body)
+        elif endpoint == "invalidate":
+            ids = [v for k, v in parse_qsl(query) if k.lower() == "requestid"]
+            try:
+                named = json.loads(body) if body.strip() else {}
+            except ValueError:
+                named = {}
+            if isinstance(named, dict) and isinstance(named.get(INVALIDATE_REQUEST_ID), str):
+                ids.append(named[INVALIDATE_REQUEST_ID])
+            self.invalidate_requests.extend(ids)
+            request_id = ids[0] if len(ids) == 1 else None
         else:
             ids = [v for k, v in parse_qsl(query) if k.lower() == "requestid"]
             (self.retrieve_requests if endpoint == "retrieve" else self.status_requests).extend(ids)
@@ -289,6 +308,8 @@ class EidBroker:
                 self._request_ids.append(reply.body["RequestId"])
         elif endpoint == "status":
             reply = self.broker.session_status(authorization=authorization, query=query)
+        elif endpoint == "invalidate":
+            reply = self.broker.invalidate(authorization=authorization, query=query, body=body)
         else:
             reply = self.broker.get_session(authorization=authorization, query=query)
         return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.content

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-Endpoint: TypeAlias = Literal["token", "create", "retrieve", "status"]
-ENDPOINTS: tuple[Endpoint, ...] = ("token", "create", "retrieve", "status")
+Endpoint: TypeAlias = Literal["token", "create", "retrieve", "status", "invalidate"]
+ENDPOINTS: tuple[Endpoint, ...] = ("token", "create", "retrieve", "status", "invalidate")
 #: An exception, or what makes a fresh one for each call (a class will do).
 Raised: TypeAlias = "BaseException | Callable[[], BaseException]"
 #: What a ``responses`` callback returns: (status, headers, body), or an exception to raise.

@@ -149,6 +149,22 @@ class SessionStatusView(SandboxView):
         return json_response(reply)
 
 
+@method_decorator(csrf_exempt, name="dispatch")
+class InvalidateView(SandboxView):
+    """``PUT <mount>/identification/session/invalidate`` with ``{"RequestId": ...}``."""
+
+    http_method_names: ClassVar[list[str]] = ["put"]  # type: ignore[misc]
+
+    def put(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_broker().invalidate(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+            body=request.body,
+        )
+        return json_response(reply)
+
+
 def frame_ancestors(domain: str) -> str:
     """The CSP ``frame-ancestors`` sources for a parent ``domain`` (any scheme, any port)."""
     hosts = [domain] if ":" in domain.rsplit("]", 1)[-1] else [domain, f"{domain}:*"]

@@ -56,6 +56,7 @@ def eid_settings_for(broker_url: str | None) -> dict[str, Any]:
     values: dict[str, Any] = dict(settings.DJANGO_EID)
     values.update(
         SUCCESS_URL="account",
+        FRONTEND_URLS=dict.fromkeys(("success", "abort", "error"), "/spa/?reference={reference}"),
         GET_SOCIAL_SECURITY_NUMBER=True,
         # The suite runs with DEBUG=False; the sandbox refuses that otherwise.
         SANDBOX_ALLOW_WITHOUT_DEBUG=True,

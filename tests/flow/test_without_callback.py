@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.test import Client
+from django.utils.html import escapejs
 
 from django_eid import flow
 from django_eid.models import Identification
@@ -222,6 +223,51 @@ def test_a_relayed_return_in_another_browser_stores_nothing(
     assert signal_log.names == ["identification_started"]
 
 
+def test_reloading_a_return_in_another_browser_asks_the_broker_at_most_every_few_seconds(
+    begin: Callable[..., Started], broker: Broker
+) -> None:
+    started = begin()
+    anyone = Client()
+    for _ in range(10):
+        anyone.get(f"{started.success_url()}&eid_retry=1")
+    assert broker.status_requests == [started.request_id]
+    assert started.refresh().status == Status.PENDING
+
+
+def test_a_relayed_identity_is_fetched_from_the_broker_once(
+    begin: Callable[..., Started], broker: Broker
+) -> None:
+    started = begin()
+    identified_at_the_broker(broker, started, **OTHER_DEVICE)
+    assert flow.settle(started.row).outcome == "other_device"
+    # Later checks (the frame's polling, eid_reconcile) do not fetch the person's record again.
+    assert flow.settle(started.row).outcome == "other_device"
+    assert broker.retrieve_requests == [started.request_id]
+    assert started.refresh().status == Status.PENDING
+
+
+def test_without_a_working_cache_nobody_but_eid_reconcile_asks_the_broker(
+    start: Callable[..., Started],
+    broker: Broker,
+    phone: Client,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    started = start(client=phone, display="iframe")
+    identified_at_the_broker(broker, started, **SAME_DEVICE)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("cache down")
+
+    monkeypatch.setattr(cache, "add", broken)
+    for _ in range(3):
+        assert status(phone, started).json()["finished"] is False
+        Client().get(f"{started.success_url()}&eid_retry=1")
+    assert broker.status_requests == []
+    assert "left to eid_reconcile" in caplog.text
+    assert flow.settle(started.row).outcome == "succeeded"
+
+
 def test_an_abort_in_another_browser_of_the_same_user(
     begin: Callable[..., Started], broker: Broker, alice: AbstractBaseUser
 ) -> None:
@@ -323,7 +369,9 @@ def test_the_frame_page_polls_the_status(
 ) -> None:
     started = start(client=phone, display="iframe")
     page = phone.get(f"/eid/frame/{started.reference}/").content.decode()
-    assert f'var statusUrl = "/eid/status/{started.reference}/"' in page
+    # As the template writes it: escapejs spells a "-" of the reference \u002D.
+    status_url = escapejs(f"/eid/status/{started.reference}/")
+    assert f'var statusUrl = "{status_url}"' in page
     assert "<script src=" not in page
     eid(IFRAME_WEB_MESSAGING=True, IFRAME_WEB_MESSAGING_SCRIPT="https://id.broker.test/wm.js")
     page = phone.get(f"/eid/frame/{started.reference}/").content.decode()

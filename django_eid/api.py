@@ -1,0 +1,603 @@
+"""The JSON API: the flow for single-page apps and mobile apps, under ``<mount>/api/``.
+
+Thin adapters over :mod:`django_eid.flow`, as the HTML views are: the same rules, limits
+and refusals, answered as JSON (``{"code", "message"}``, plus ``errors`` naming the fields
+at fault) with the status of each :mod:`django_eid.outcomes` outcome. The shipped OpenAPI
+document (``openapi.json``, served by :class:`SchemaView`) describes every answer.
+
+Who is asking: the user of the site's session (CSRF enforced on ``POST``), or, with
+``API_AUTHENTICATION_CLASSES``, whoever Django REST framework's authentication classes
+accept (a token, a JWT). An unauthenticated request gets ``401``, never a redirect to a
+login page; another user's reference is ``404``, as one that does not exist.
+
+The broker still returns the browser to django-eid's own return URLs: they finish the
+identification and then send the browser to the front end (``FRONTEND_URLS``). A return
+that reaches a browser without the session that started it (a mobile app's browser, a
+token-authenticated front end) is forwarded to the front end with the broker's ids, and
+the front end finishes it with :class:`ReturnView`, proving with its credentials that
+the return reached the owner.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
+
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseForbidden,
+    JsonResponse,
+    QueryDict,
+)
+from django.http.request import RawPostDataException, split_domain_port
+from django.middleware.csrf import CsrfViewMiddleware
+from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.utils.module_loading import import_string
+from django.utils.translation import gettext
+from django.views import View
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.debug import sensitive_variables
+
+from django_eid import __version__, flow, outcomes, state, vocabulary
+from django_eid.conf import eid_settings
+from django_eid.crypto import DecryptionError
+from django_eid.models import Identification, fit, max_length
+from django_eid.outcomes import Outcome
+from django_eid.requirements import MAX_AGE_LIMIT, Demand
+from django_eid.views import same_origin_referrer
+
+logger = logging.getLogger("django_eid")
+
+#: The fields ``api-start`` takes.
+START_FIELDS: Final = ("provider", "display", "next")
+#: The longest provider name (what the row stores; the HTML start form's ``max_length``).
+PROVIDER_MAX_LENGTH: Final = max_length("identity_provider") or 0
+#: django-eid's own reasons for a rejection, which a front end may act on.
+REJECTION_CODES: Final = frozenset(
+    {
+        outcomes.PROVIDER_NOT_ALLOWED,
+        outcomes.ONE_ACCOUNT_PER_PERSON,
+        outcomes.NOT_SAME_PERSON,
+        outcomes.MIN_AGE,
+        outcomes.AGE_UNKNOWN,
+        outcomes.RECEIVER_REJECTED,
+    }
+)
+
+
+# -- answers ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FieldError:
+    """One input at fault: its name, the outcome's code and message."""
+
+    field: str
+    outcome: Outcome
+    message: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "field": self.field,
+            "code": self.outcome.code,
+            "message": self.message or str(self.outcome.message),
+        }
+
+
+class Problem(Exception):
+    """Stop and answer ``outcome`` (its status, code and message) as JSON."""
+
+    def __init__(
+        self,
+        outcome: Outcome,
+        *,
+        message: str | None = None,
+        errors: Sequence[FieldError] = (),
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(outcome.code)
+        self.outcome = outcome
+        self.message = message
+        self.errors = list(errors)
+        self.headers = dict(headers or {})
+
+    @classmethod
+    def invalid(cls, errors: Sequence[FieldError]) -> Problem:
+        """``400``: the one field error's code, or ``invalid_request`` for several."""
+        if len(errors) == 1:
+            return cls(errors[0].outcome, message=errors[0].as_json()["message"], errors=errors)
+        return cls(outcomes.INVALID_REQUEST, errors=errors)
+
+    @classmethod
+    def refused(cls, refused: flow.Refused) -> Problem:
+        """What the flow refused, field named when it is one."""
+        errors = []
+        if refused.field:
+            errors.append(FieldError(refused.field, refused.outcome, refused.message))
+        return cls(refused.outcome, message=refused.message, errors=errors)
+
+    def response(self) -> JsonResponse:
+        body: dict[str, Any] = {
+            "code": self.outcome.code,
+            "message": self.message if self.message is not None else str(self.outcome.message),
+        }
+        if self.errors:
+            body["errors"] = [error.as_json() for error in self.errors]
+        response = JsonResponse(body, status=self.outcome.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
+
+
+def answer(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> HttpResponse:
+    """A JSON answer; ``data`` may be ``None`` (``null``), dates become ISO 8601."""
+    response = HttpResponse(
+        json.dumps(data, cls=DjangoJSONEncoder), status=status, content_type="application/json"
+    )
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def identity_json(row: Identification) -> dict[str, Any]:
+    """The verified identity of ``row``, as the front end sees it.
+
+    The national identity number only with ``API_EXPOSE_SOCIAL_SECURITY_NUMBER``, and then
+    masked; never in full.
+    """
+    data: dict[str, Any] = {
+        "name": row.name,
+        "first_name": row.first_name,
+        "middle_name": row.middle_name,
+        "last_name": row.last_name,
+        "date_of_birth": row.date_of_birth,
+        "age": row.age,
+        "provider": row.identity_provider,
+        "verified_at": row.completed_at,
+    }
+    if eid_settings.API_EXPOSE_SOCIAL_SECURITY_NUMBER:
+        try:
+            masked = row.masked_social_security_number
+        except DecryptionError:  # stored under a key that was removed: not known any more
+            masked = ""
+        data["social_security_number"] = masked or None
+    return data
+
+
+def identification_json(row: Identification) -> dict[str, Any]:
+    """An identification of the user asking: its status, what it means, its identity."""
+    outcome = outcomes.of(row)
+    described: dict[str, Any] = {"code": outcome.code, "message": str(outcome.message)}
+    if row.status == Identification.Status.REJECTED and row.error_code in REJECTION_CODES:
+        described["reason"] = row.error_code
+    data: dict[str, Any] = {
+        "reference": row.reference,
+        "status": row.status,
+        "display": row.display,
+        "outcome": described,
+        "created_at": row.created_at,
+        "completed_at": row.completed_at,
+    }
+    if row.is_verified:
+        data["identity"] = identity_json(row)
+    return data
+
+
+# -- who is asking --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated user, and whether the site's session authenticated them (then the
+    browser's one-time state applies, as in the HTML flow)."""
+
+    user: Any
+    via_session: bool
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF middleware, refusing with the reason instead of the failure page."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> HttpResponseForbidden:
+        return HttpResponseForbidden(reason)
+
+
+#: Stateless, as middleware instances are: shared by all threads.
+_CSRF_CHECK: Final = _CsrfCheck(lambda _request: HttpResponse())
+
+
+def _csrf_refusal(request: HttpRequest) -> str | None:
+    """Why Django's CSRF check refuses ``request``, or ``None`` when it passes.
+
+    Django's own middleware, run by hand as REST framework does: the views are exempt from
+    it so that a refusal is answered as JSON, not as the site's CSRF failure page.
+    """
+    _CSRF_CHECK.process_request(request)
+    refusal = _CSRF_CHECK.process_view(request, lambda _request: HttpResponse(), (), {})
+    return None if refusal is None else refusal.content.decode()
+
+
+@functools.lru_cache(maxsize=8)
+def _authentication_classes(paths: tuple[str, ...]) -> tuple[type, ...]:
+    try:
+        return tuple(import_string(path) for path in paths)
+    except ImportError as err:
+        logger.error("DJANGO_EID['API_AUTHENTICATION_CLASSES'] cannot be imported (E026): %s", err)
+        raise Problem(outcomes.NOT_AVAILABLE) from err
+
+
+def authenticate(request: HttpRequest, *, unsafe: bool) -> Caller:
+    """Who sends ``request``; :class:`Problem` (``401``, ``403``) when nobody is, or when the
+    CSRF check of a session-authenticated ``unsafe`` request fails."""
+    paths = eid_settings.API_AUTHENTICATION_CLASSES
+    if paths is None:
+        user = getattr(request, "user", None)
+        if not getattr(user, "is_authenticated", False):
+            raise Problem(outcomes.LOGIN_REQUIRED)
+        if unsafe:
+            reason = _csrf_refusal(request)
+            if reason is not None:
+                logger.warning("Refused a django-eid API call: CSRF check failed (%s).", reason)
+                raise Problem(outcomes.CSRF_FAILED)
+        return Caller(user, via_session=True)
+    return _authenticate_with_rest_framework(request, paths)
+
+
+def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ...]) -> Caller:
+    """Authenticate with REST framework's classes (their own CSRF rules included)."""
+    from rest_framework import exceptions
+    from rest_framework.authentication import SessionAuthentication
+    from rest_framework.request import Request
+
+    authenticators = [cls() for cls in _authentication_classes(paths)]
+    wrapped = Request(request, authenticators=authenticators)
+    challenge = authenticators[0].authenticate_header(wrapped) if authenticators else None
+    headers = {"WWW-Authenticate": challenge} if challenge else {}
+    try:
+        user = wrapped.user
+    except exceptions.PermissionDenied as err:
+        # SessionAuthentication's CSRF check.
+        logger.warning("Refused a django-eid API call: %s", err.detail)
+        raise Problem(outcomes.CSRF_FAILED) from err
+    except exceptions.APIException as err:  # AuthenticationFailed, NotAuthenticated
+        raise Problem(outcomes.LOGIN_REQUIRED, headers=headers) from err
+    if not getattr(user, "is_authenticated", False):
+        raise Problem(outcomes.LOGIN_REQUIRED, headers=headers)
+    # Receivers of the signals read request.user, as in any other view.
+    request.user = user
+    via_session = isinstance(wrapped.successful_authenticator, SessionAuthentication)
+    return Caller(user, via_session=via_session)
+
+
+# -- the views ----------------------------------------------------------------------------------
+@method_decorator(csrf_exempt, name="dispatch")  # checked in authenticate(), answered as JSON
+@method_decorator(never_cache, name="dispatch")
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(sensitive_variables(), name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class ApiView(View):
+    """Base of the API views: JSON refusals, authentication, no caching.
+
+    Subclasses set ``http_method_names`` and implement the handlers with
+    ``(request, caller, **kwargs)``; a handler raises :class:`Problem` to refuse.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+    #: Whether the endpoint answers without a logged-in user.
+    public: ClassVar[bool] = False
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        method = (request.method or "").lower()
+        if method not in self.http_method_names:
+            allowed = ", ".join(m.upper() for m in self.http_method_names)
+            return Problem(outcomes.METHOD_NOT_ALLOWED, headers={"Allow": allowed}).response()
+        handler: Callable[..., HttpResponse] = getattr(self, method)
+        try:
+            caller = None
+            if not self.public:
+                caller = authenticate(request, unsafe=method not in ("get", "head"))
+            return handler(request, caller, *args, **kwargs)
+        except Problem as problem:
+            return problem.response()
+
+    @staticmethod
+    def own_row(caller: Caller, reference: str) -> Identification:
+        """The caller's identification ``reference``, expired if stale; else ``404``."""
+        row = flow.find(caller.user, reference)
+        if row is None:
+            raise Problem(outcomes.INVALID_LINK)
+        flow.expire_if_stale(row)
+        return row
+
+
+def read_object(request: HttpRequest) -> dict[str, Any]:
+    """The JSON object of ``request``'s body (an empty body is ``{}``)."""
+    content_type = (request.content_type or "").lower()
+    try:
+        raw = request.body
+    except (RequestDataTooBig, SuspiciousOperation) as err:
+        raise Problem(outcomes.INVALID_BODY) from err
+    except RawPostDataException as err:
+        # A multipart form, whose stream the CSRF check read (request.POST): not JSON.
+        raise Problem(
+            outcomes.INVALID_BODY, message=gettext("Send the body as application/json.")
+        ) from err
+    if not raw.strip():
+        return {}
+    if content_type != "application/json":
+        raise Problem(outcomes.INVALID_BODY, message=gettext("Send the body as application/json."))
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        # RecursionError: nested too deep ("[[[[..."), within DATA_UPLOAD_MAX_MEMORY_SIZE.
+        raise Problem(outcomes.INVALID_BODY) from err
+    if not isinstance(data, dict):
+        raise Problem(outcomes.INVALID_BODY)
+    return data
+
+
+def _strings(
+    data: Mapping[str, Any], names: Sequence[str]
+) -> tuple[dict[str, str], list[FieldError]]:
+    """The string fields ``names`` of ``data`` (``null`` is absent); errors for the others."""
+    errors = [FieldError(str(name), outcomes.UNKNOWN_FIELD) for name in data if name not in names]
+    values: dict[str, str] = {}
+    for name in names:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            errors.append(FieldError(name, outcomes.NOT_A_STRING))
+            continue
+        values[name] = value
+    return values, errors
+
+
+def _parent_host(request: HttpRequest) -> str | None:
+    """The host of the front end that will frame the broker, from the ``Origin`` header,
+    when it is one of ``FRONTEND_ALLOWED_HOSTS``; else ``None`` (the API's own host).
+
+    A host is listed with its port (``localhost:3000``, as ``FRONTEND_URLS`` on it need),
+    or without one for any port; exact names only, as for ``next`` and ``FRONTEND_URLS``.
+    """
+    origin = request.headers.get("Origin")
+    if not origin:
+        return None
+    netloc = urlsplit(origin).netloc.lower()
+    domain, _port = split_domain_port(netloc)
+    allowed = [host.lower() for host in eid_settings.FRONTEND_ALLOWED_HOSTS]
+    if domain and (netloc in allowed or domain in allowed):
+        return netloc
+    return None
+
+
+def _provider_error(provider: str | None, demand: Demand) -> FieldError | None:
+    """Why the start's ``provider`` cannot be asked for (:func:`flow.choose_provider`), or
+    ``None``. A name longer than any provider's is malformed, as in the HTML start form."""
+    if provider is not None and len(provider) > PROVIDER_MAX_LENGTH:
+        message = str(outcomes.PROVIDER_MALFORMED.message) % {
+            "provider": fit("identity_provider", provider)
+        }
+        return FieldError("provider", outcomes.PROVIDER_MALFORMED, message)
+    try:
+        flow.choose_provider(provider, restrict=demand.providers)
+    except flow.Refused as refused:
+        return FieldError(refused.field or "provider", refused.outcome, refused.message)
+    return None
+
+
+class StartView(ApiView):
+    """``POST {"provider"?, "display"?, "next"?}``: start an identification, ``201``.
+
+    The front end sends the user to ``url`` (or frames it, ``display: "iframe"``).
+    """
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, caller: Caller) -> HttpResponse:
+        values, errors = _strings(read_object(request), START_FIELDS)
+        display = values.get("display", Identification.Display.REDIRECT)
+        if display not in Identification.Display.values:
+            errors.append(FieldError("display", outcomes.DISPLAY_INVALID))
+        next_url = values.get("next", "")
+        secure = request.is_secure()
+        frontends = eid_settings.FRONTEND_ALLOWED_HOSTS
+        if next_url and not flow.safe_next(
+            next_url, host=request.get_host(), secure=secure, also=frontends
+        ):
+            errors.append(FieldError("next", outcomes.NEXT_NOT_ALLOWED))
+        demand = state.demand(request, next_url) if caller.via_session else Demand()
+        if "provider" not in {error.field for error in errors}:
+            # Judged beside the other fields, so that every field at fault is named.
+            error = _provider_error(values.get("provider"), demand)
+            if error is not None:
+                errors.append(error)
+        if errors:
+            raise Problem.invalid(errors)
+        try:
+            started = flow.start(
+                caller.user,
+                return_urls=lambda reference: flow.return_urls(
+                    reference, request.build_absolute_uri
+                ),
+                host=request.get_host(),
+                secure=secure,
+                provider=values.get("provider"),
+                display=display,
+                next_url=next_url,
+                user_agent=request.META.get("HTTP_USER_AGENT", ""),
+                client_ip=request.META.get("REMOTE_ADDR"),
+                same_person=demand.same_person,
+                providers=demand.providers,
+                channel=Identification.Channel.API,
+                next_hosts=frontends,
+                parent_host=_parent_host(request),
+                request=request,
+            )
+        except flow.Refused as refused:
+            raise Problem.refused(refused) from None
+        row = started.identification
+        if caller.via_session:
+            # The return URL accepts this browser, as after the HTML start.
+            state.remember(request, row.reference)
+        expires_at = row.created_at + datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+        location = reverse("django_eid:api-identification", args=[row.reference])
+        body = {
+            "reference": row.reference,
+            "url": started.url,
+            "display": row.display,
+            "expires_at": expires_at,
+        }
+        return answer(body, status=201, headers={"Location": location})
+
+
+class IdentificationView(ApiView):
+    """``GET``: an identification of the caller (its identity once ``SUCCESS``).
+
+    A pending one is settled from the broker's status (the same-device rule applies) at
+    most every :data:`~django_eid.flow.SETTLE_INTERVAL` seconds, however often it is asked:
+    poll it.
+    """
+
+    def get(self, request: HttpRequest, caller: Caller, reference: str) -> HttpResponse:
+        row = self.own_row(caller, reference)
+        flow.settle_if_due(row, request=request)
+        if row.is_finished and caller.via_session:
+            state.consume(request, reference)
+        return answer(identification_json(row))
+
+
+class CancelView(ApiView):
+    """``POST``: the user gave up; a pending identification ends ``ABORTED`` and its broker
+    session is invalidated. ``409`` when it had ended otherwise."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, caller: Caller, reference: str) -> HttpResponse:
+        row = self.own_row(caller, reference)
+        if not row.is_finished:
+            flow.cancel(row, request)
+        if row.status != Identification.Status.ABORTED:
+            raise Problem(outcomes.ALREADY_FINISHED)
+        if caller.via_session:
+            state.consume(request, reference)
+        return answer(identification_json(row))
+
+
+class ReturnView(ApiView):
+    """``POST {"query": "..."}``: finish an identification from a return the front end was
+    forwarded (its query string as received: ``eid_return`` and the broker's ids).
+
+    For front ends that authenticate without the site's session (a token): their
+    credentials show the return reached the owner. With the session, the browser must be
+    the one that started, as for the return URLs themselves.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, caller: Caller, reference: str) -> HttpResponse:
+        values, errors = _strings(read_object(request), ("query",))
+        if errors:
+            raise Problem.invalid(errors)
+        try:
+            params = dict(QueryDict(values.get("query", "").lstrip("?")).lists())
+        except SuspiciousOperation:  # more fields than DATA_UPLOAD_MAX_NUMBER_FIELDS
+            params = {}
+        kinds = params.get(outcomes.RETURN_PARAM, [])
+        if len(kinds) != 1 or kinds[0] not in (flow.SUCCESS, flow.ABORT, flow.ERROR):
+            raise Problem(outcomes.MALFORMED_LINK)
+        holds = state.holds(request, reference) if caller.via_session else True
+        try:
+            returned = flow.return_to(
+                kinds[0],
+                user=caller.user,
+                reference=reference,
+                params=params,
+                browser_holds=holds,
+                request=request,
+            )
+        except flow.Refused as refused:
+            raise Problem.refused(refused) from None
+        if caller.via_session:
+            state.consume(request, reference)
+        return answer(identification_json(returned.identification))
+
+
+class MeView(ApiView):
+    """``GET ?max_age=&min_age=&provider=``: the caller's verified identity if it meets
+    these conditions (those of ``verified_for``; ``provider`` may repeat), else ``null``."""
+
+    def get(self, request: HttpRequest, caller: Caller) -> HttpResponse:
+        errors: list[FieldError] = []
+        max_age = _whole_number(request.GET, "max_age", 1, MAX_AGE_SECONDS, errors)
+        min_age = _whole_number(request.GET, "min_age", 0, 149, errors)
+        providers = request.GET.getlist("provider") or None
+        for provider in providers or ():
+            if not vocabulary.PROVIDER_RE.match(provider):
+                message = str(outcomes.PROVIDER_MALFORMED.message) % {"provider": provider[:64]}
+                errors.append(FieldError("provider", outcomes.PROVIDER_MALFORMED, message))
+        if errors:
+            raise Problem.invalid(errors)
+        row = Identification.objects.verified_for(
+            caller.user, max_age=max_age, min_age=min_age, providers=providers
+        )
+        return answer(None if row is None else identity_json(row))
+
+
+#: The longest ``max_age`` of ``api-me``, in seconds (that of a gate).
+MAX_AGE_SECONDS: Final = int(MAX_AGE_LIMIT.total_seconds())
+_NUMBER_OUTCOMES: Final = {"max_age": outcomes.MAX_AGE_INVALID, "min_age": outcomes.MIN_AGE_INVALID}
+
+
+def _whole_number(
+    query: QueryDict, name: str, low: int, high: int, errors: list[FieldError]
+) -> int | None:
+    """The query parameter ``name`` as a whole number from ``low`` to ``high``, or ``None``
+    when it is absent; an error in ``errors`` when it is anything else."""
+    values = query.getlist(name)
+    if not values:
+        return None
+    value = values[0]
+    # The length first: int() refuses more than 4300 digits (ValueError), and need not try.
+    if (
+        len(values) == 1
+        and len(value) <= len(str(high))
+        and value.isascii()
+        and value.isdigit()
+        and low <= int(value) <= high
+    ):
+        return int(value)
+    errors.append(FieldError(name, _NUMBER_OUTCOMES[name]))
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of this API, as shipped in the package."""
+    text = resources.files("django_eid").joinpath("openapi.json").read_text(encoding="utf-8")
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+class SchemaView(ApiView):
+    """``GET``: the OpenAPI 3.1 document of this API, its server the API's mount point."""
+
+    public = True
+
+    def get(self, request: HttpRequest, caller: None) -> HttpResponse:
+        document = copy.deepcopy(openapi_document())
+        mount = reverse("django_eid:api-schema").removesuffix("schema/").rstrip("/")
+        document["servers"] = [{"url": mount}]
+        document["info"]["version"] = __version__
+        return answer(document)

@@ -1,0 +1,196 @@
+"""``api-me``: the caller's verified identity when it meets the conditions, else ``null``;
+the conditions are exactly those of ``Identification.objects.verified_for``."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from django_eid.models import Identification, born_by
+from tests.api.conftest import SAME_DEVICE, Api, api_start, fields_of, identified, problem
+from tests.fixtures_broker import SAMPLE, ScriptedBroker
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+#: A hundred years of 365.25 days: the longest max_age (that of a gate).
+MAX_AGE_SECONDS = 36525 * 24 * 3600
+
+
+def verification(
+    user: AbstractBaseUser,
+    *,
+    age: int | None = 30,
+    provider: str = "NO_BANKID_WEB",
+    ago: datetime.timedelta = datetime.timedelta(minutes=10),
+    **fields: Any,
+) -> Identification:
+    """A verified identification of ``user``, ``ago`` old, of a person ``age`` years old."""
+    now = timezone.now()
+    fields.setdefault("status", Status.SUCCESS)
+    number = Identification.objects.count()
+    return Identification.objects.create(
+        user=user,
+        reference=f"ref{number:029d}",
+        external_id=f"{number:032x}",
+        identity_provider=provider,
+        name="Nordmann, Kari",
+        first_name="Kari",
+        last_name="Nordmann",
+        date_of_birth=None if age is None else born_by(age),
+        created_at=now - ago,
+        completed_at=now - ago,
+        **fields,
+    )
+
+
+def test_never_verified_is_null(api: Api) -> None:
+    response = api.me()
+    assert response.status_code == 200
+    assert response.content == b"null"
+    assert "no-store" in response["Cache-Control"]
+
+
+def test_the_latest_verified_identity(api: Api, broker: ScriptedBroker) -> None:
+    started = api_start(api, broker)
+    identified(broker, started, SAME_DEVICE)
+    identification = api.identification(started.reference).json()
+    assert api.me().json() == identification["identity"]
+    assert api.me().json()["name"] == SAMPLE.name
+
+
+def test_only_the_caller_s_identity(api: Api, bob: AbstractBaseUser) -> None:
+    verification(bob)
+    assert api.me().json() is None
+
+
+def test_an_unfinished_or_failed_identification_is_no_identity(
+    api: Api, alice: AbstractBaseUser
+) -> None:
+    for status in (Status.PENDING, Status.ERROR, Status.REJECTED, Status.ABORTED):
+        verification(alice, status=status)
+    assert api.me().json() is None
+
+
+def test_only_the_latest_verification_counts(api: Api, alice: AbstractBaseUser) -> None:
+    verification(alice, age=40, ago=datetime.timedelta(days=2))
+    verification(alice, age=15, ago=datetime.timedelta(days=1))
+    assert api.me({"min_age": 18}).json() is None
+    assert api.me().json()["age"] == 15
+
+
+# Each condition at, and beside, its boundary; the answer must be verified_for's.
+CONDITIONS: list[dict[str, Any]] = [
+    {},
+    {"max_age": 3600},
+    {"max_age": 60},
+    {"max_age": 1},
+    {"max_age": MAX_AGE_SECONDS},
+    {"min_age": 0},
+    {"min_age": 17},
+    {"min_age": 18},
+    {"min_age": 19},
+    {"min_age": 149},
+    {"provider": ["NO_BANKID_WEB"]},
+    {"provider": ["SWE_BANKID"]},
+    {"provider": ["SWE_BANKID", "NO_BANKID_WEB"]},
+    {"max_age": 3600, "min_age": 18, "provider": ["NO_BANKID_WEB"]},
+    {"max_age": 60, "min_age": 18, "provider": ["NO_BANKID_WEB"]},
+]
+PEOPLE: list[dict[str, Any]] = [
+    {"age": 18},
+    {"age": 17},
+    {"age": None},
+    {"age": 18, "provider": "SWE_BANKID", "ago": datetime.timedelta(seconds=30)},
+]
+
+
+@pytest.mark.parametrize(
+    ("person", "conditions"),
+    list(itertools.product(PEOPLE, CONDITIONS)),
+    ids=lambda value: "-".join(f"{k}={v}" for k, v in value.items()) or "none",
+)
+def test_the_conditions_are_those_of_verified_for(
+    api: Api, alice: AbstractBaseUser, person: dict[str, Any], conditions: dict[str, Any]
+) -> None:
+    row = verification(alice, **person)
+    expected = Identification.objects.verified_for(
+        alice,
+        max_age=conditions.get("max_age"),
+        min_age=conditions.get("min_age"),
+        providers=conditions.get("provider"),
+    )
+    answer = api.me(conditions).json()
+    if expected is None:
+        assert answer is None
+    else:
+        assert expected.pk == row.pk
+        assert answer is not None
+        assert (answer["provider"], answer["age"]) == (row.identity_provider, row.age)
+
+
+def test_an_anonymized_identity_is_none(api: Api, alice: AbstractBaseUser) -> None:
+    verification(alice, anonymized_at=timezone.now())
+    assert api.me().json() is None
+
+
+# -- refused ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("query", "field", "code"),
+    [
+        ({"max_age": "0"}, "max_age", "max_age_invalid"),
+        ({"max_age": "-5"}, "max_age", "max_age_invalid"),
+        ({"max_age": "+5"}, "max_age", "max_age_invalid"),
+        ({"max_age": "1.5"}, "max_age", "max_age_invalid"),
+        ({"max_age": "1e3"}, "max_age", "max_age_invalid"),
+        ({"max_age": ""}, "max_age", "max_age_invalid"),
+        ({"max_age": " 60"}, "max_age", "max_age_invalid"),
+        ({"max_age": "\u0660"}, "max_age", "max_age_invalid"),  # an Arabic-Indic zero
+        ({"max_age": "\uff16\uff10"}, "max_age", "max_age_invalid"),  # fullwidth 60
+        ({"max_age": str(MAX_AGE_SECONDS + 1)}, "max_age", "max_age_invalid"),
+        ({"max_age": "9" * 5000}, "max_age", "max_age_invalid"),
+        ({"max_age": ["60", "60"]}, "max_age", "max_age_invalid"),
+        ({"min_age": "150"}, "min_age", "min_age_invalid"),
+        ({"min_age": "-1"}, "min_age", "min_age_invalid"),
+        ({"min_age": "eighteen"}, "min_age", "min_age_invalid"),
+        ({"min_age": "1" * 5000}, "min_age", "min_age_invalid"),
+        ({"provider": "bankid"}, "provider", "provider_malformed"),
+        ({"provider": ""}, "provider", "provider_malformed"),
+        ({"provider": ["NO_BANKID_WEB", "swe-bankid"]}, "provider", "provider_malformed"),
+    ],
+)
+def test_a_condition_that_is_not_valid(
+    api: Api, alice: AbstractBaseUser, query: dict[str, Any], field: str, code: str
+) -> None:
+    verification(alice)
+    refused = problem(api.me(query), 400, code)
+    assert fields_of(refused) == [(field, code)]
+    assert refused["errors"][0]["message"] == refused["message"]
+
+
+def test_a_malformed_provider_is_quoted(api: Api) -> None:
+    refused = problem(api.me({"provider": "bank id"}), 400, "provider_malformed")
+    assert refused["message"] == (
+        "“bank id” is not a provider name (upper-case words joined by underscores)."
+    )
+
+
+def test_several_conditions_that_are_not_valid(api: Api) -> None:
+    refused = problem(
+        api.me({"max_age": "x", "min_age": "200", "provider": "x"}), 400, "invalid_request"
+    )
+    assert fields_of(refused) == [
+        ("max_age", "max_age_invalid"),
+        ("min_age", "min_age_invalid"),
+        ("provider", "provider_malformed"),
+    ]
+
+
+def test_unknown_parameters_are_ignored(api: Api, alice: AbstractBaseUser) -> None:
+    verification(alice)
+    assert api.me({"format": "json", "_": "1712345678"}).json() is not None

@@ -1,0 +1,402 @@
+"""``api-return``: a mobile app (token authentication) finishes the identification from the
+return the broker sent to a browser without its session, forwarded to the front end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+import requests
+from django.test import Client
+
+from django_eid.models import Identification
+from tests.api.conftest import (
+    FRONTEND,
+    OTHER_DEVICE,
+    SAME_DEVICE,
+    UA,
+    Api,
+    Started,
+    api_start,
+    fields_of,
+    identified,
+    problem,
+)
+from tests.fixtures_broker import SAMPLE, SSN, ScriptedBroker
+from tests.flow.conftest import SignalLog
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+
+
+def forwarded(url: str, display: str = "redirect") -> str:
+    """The return at ``url`` reaching a browser without any session (the phone's system
+    browser): the interstitial, then where it sends that browser."""
+    browser = Client(HTTP_USER_AGENT="Mozilla/5.0 (iPhone) Safari")
+    interstitial = browser.get(url)
+    assert interstitial.status_code == 200
+    response = browser.get(interstitial.context["retry_url"])
+    if display == "iframe":
+        assert response.status_code == 200
+        assert "django_eid/frame_exit.html" in [t.name for t in response.templates]
+        destination: str = response.context["destination"]
+        return destination
+    assert response.status_code == 302, response.content
+    location: str = response["Location"]
+    return location
+
+
+def ids_query(started: Started, kind: str = "success", **changes: str) -> str:
+    """The query string the front end is forwarded with, as it would be."""
+    params = {
+        "eid_return": kind,
+        "requestId": started.request_id,
+        "externalId": started.external_id,
+    }
+    params.update(changes)
+    return urlencode(params)
+
+
+# -- the whole way -----------------------------------------------------------------------------
+def test_the_app_finishes_an_identification_made_on_another_device(
+    app: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: Any
+) -> None:
+    started = api_start(app, broker)
+    row = started.row
+    assert row.channel == "api"
+    # The person identified in the BankID app; the return opened in the system browser.
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    parts = urlsplit(url)
+    success = urlsplit(FRONTEND["success"].replace("{reference}", started.reference))
+    assert (parts.scheme, parts.netloc, parts.path) == (
+        success.scheme,
+        success.netloc,
+        success.path,
+    )
+    assert parse_qs(parts.query) == {
+        "eid_return": ["success"],
+        "requestId": [started.request_id],
+        "externalId": [started.external_id],
+    }
+    # The same-device rule did not finish it there: nothing of the identity reached that browser.
+    assert started.refresh().status == Status.PENDING
+    response = app.finish(started.reference, parts.query)
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["status"], body["outcome"]["code"]) == ("SUCCESS", "succeeded")
+    assert body["identity"]["name"] == SAMPLE.name
+    assert SSN.encode() not in response.content
+    assert started.refresh().status == Status.SUCCESS
+    succeeded = signal_log.of("identification_succeeded")
+    assert len(succeeded) == 1
+    assert succeeded[0]["request"].user == alice
+    # Asked again (a retry of the app): the same answer, nothing fetched or sent again.
+    retrieved = len(broker.retrieve_requests)
+    again = app.finish(started.reference, "?" + parts.query)
+    assert again.json() == body
+    assert len(broker.retrieve_requests) == retrieved
+    assert len(signal_log.of("identification_succeeded")) == 1
+    assert app.identification(started.reference).json() == body
+
+
+def test_a_start_with_a_token_keeps_no_session(
+    app: Api, broker: ScriptedBroker, settings: Any
+) -> None:
+    api_start(app, broker)
+    assert settings.SESSION_COOKIE_NAME not in app.client.cookies
+
+
+def test_a_return_in_the_iframe_leaves_the_frame(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker, {"display": "iframe"})
+    url = forwarded(identified(broker, started, OTHER_DEVICE), display="iframe")
+    query = urlsplit(url).query
+    assert parse_qs(query)["eid_return"] == ["success"]
+    assert app.finish(started.reference, query).json()["status"] == "SUCCESS"
+
+
+def test_an_abort_forwarded_to_the_front_end_is_finished_there(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    started = api_start(app, broker)
+    broker.broker.open(started.request_id)
+    broker.broker.abort(started.request_id)
+    url = forwarded(started.abort_url())
+    # The broker's status already said it ended: settled there, the front end's abort URL.
+    assert url == FRONTEND["abort"].replace("{reference}", started.reference)
+    assert started.refresh().status == Status.ABORTED
+    body = app.finish(started.reference, ids_query(started, "abort")).json()
+    assert body["status"] == "ABORTED"
+
+
+def test_an_abort_return_finishes_a_pending_identification(
+    app: Api, broker: ScriptedBroker, signal_log: SignalLog
+) -> None:
+    started = api_start(app, broker)
+    body = app.finish(started.reference, ids_query(started, "abort")).json()
+    assert body["status"] == "ABORTED"
+    assert signal_log.names == ["identification_started", "identification_aborted"]
+
+
+def test_an_error_return_is_confirmed_by_the_broker_s_record(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    started = api_start(app, broker)
+    broker.broker.open(started.request_id)
+    broker.broker.fail(started.request_id, "TIMEOUT")
+    query = ids_query(started, "error", status="TIMEOUT")
+    body = app.finish(started.reference, query).json()
+    assert (body["status"], body["outcome"]["code"]) == ("ERROR", "failed")
+    assert started.refresh().error_status == "TIMEOUT"
+
+
+# -- refused -------------------------------------------------------------------------------------
+def test_a_wrong_external_id_is_refused(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    refused = problem(
+        app.finish(started.reference, ids_query(started, externalId="0" * 32)),
+        400,
+        "answer_mismatch",
+    )
+    assert "errors" not in refused
+    assert started.refresh().status == Status.PENDING
+    assert broker.retrieve_requests == []
+
+
+def test_a_wrong_request_id_is_refused(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    problem(
+        app.finish(started.reference, ids_query(started, requestId="X" * 200)),
+        400,
+        "answer_mismatch",
+    )
+    assert started.refresh().status == Status.PENDING
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "requestId=x&externalId=y",
+        "eid_return=finish",
+        "eid_return=success&eid_return=success",
+        "eid_return=SUCCESS",
+        "&".join(f"f{i}=1" for i in range(1200)) + "&eid_return=success",
+    ],
+)
+def test_a_query_without_one_return_kind_is_a_malformed_link(
+    app: Api, broker: ScriptedBroker, query: str
+) -> None:
+    started = api_start(app, broker)
+    problem(app.finish(started.reference, query), 400, "malformed_link")
+    assert started.refresh().status == Status.PENDING
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "fields"),
+    [
+        ({}, "malformed_link", []),
+        ({"query": 5}, "not_a_string", [("query", "not_a_string")]),
+        ({"query": "", "extra": 1}, "unknown_field", [("extra", "unknown_field")]),
+        ({"query": None}, "malformed_link", []),
+    ],
+)
+def test_the_body_of_a_return(
+    app: Api, broker: ScriptedBroker, body: dict[str, Any], code: str, fields: list[Any]
+) -> None:
+    started = api_start(app, broker)
+    path = f"/identifications/{started.reference}/return/"
+    assert fields_of(problem(app.post(path, body), 400, code)) == fields
+    problem(app.post(path, raw=b"[1]"), 400, "invalid_body")
+
+
+def test_the_user_still_at_the_broker(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    refused = problem(app.finish(started.reference, ids_query(started)), 409, "in_progress")
+    assert refused["message"].startswith("Your identification is not finished yet.")
+    assert started.refresh().status == Status.PENDING
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "code"),
+    [
+        ({"exception": requests.ConnectionError("down")}, 503, "retrieve_unreachable"),
+        ({"status": 503}, 503, "retrieve_unreachable"),
+        ({"status": 400, "body": {"message": "no", "code": "BAD"}}, 502, "retrieve_refused"),
+        ({"status": 200, "body": {"Status": 5}}, 502, "retrieve_unexpected"),
+    ],
+)
+def test_the_broker_failing_on_retrieval_leaves_it_pending(
+    app: Api,
+    broker: ScriptedBroker,
+    signal_log: SignalLog,
+    fault: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    broker.inject("retrieve", times=None, **fault)
+    problem(app.finish(started.reference, ids_query(started)), status, code)
+    assert started.refresh().status == Status.PENDING
+    broker.heal()
+    assert app.finish(started.reference, ids_query(started)).json()["status"] == "SUCCESS"
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
+
+
+def test_not_configured_any_more(
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    started = api_start(app, broker)
+    eid(CLIENT_SECRET=None)
+    problem(app.finish(started.reference, ids_query(started)), 503, "not_available")
+    assert started.refresh().status == Status.PENDING
+
+
+def test_another_user_s_token_finds_nothing(app: Api, bob_app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    problem(bob_app.finish(started.reference, ids_query(started)), 404, "invalid_link")
+    assert started.refresh().status == Status.PENDING
+    assert broker.retrieve_requests == []
+
+
+# -- with the site's session -------------------------------------------------------------------
+def test_with_the_session_only_the_browser_that_started_may_finish(
+    api: Api, broker: ScriptedBroker, alice: Any, eid: Callable[..., None]
+) -> None:
+    eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=["app.example.com"])
+    started = api_start(api, broker)
+    identified(broker, started, OTHER_DEVICE)
+    other = Api(Client(HTTP_USER_AGENT=UA))
+    other.client.force_login(alice)
+    refused = problem(other.finish(started.reference, ids_query(started)), 403, "not_this_browser")
+    assert "errors" not in refused
+    assert started.refresh().status == Status.PENDING
+    body = api.finish(started.reference, ids_query(started)).json()
+    assert body["status"] == "SUCCESS"
+    assert started.reference not in api.client.session["django_eid_pending"]
+
+
+def test_with_the_session_a_return_in_the_starting_browser_needs_no_forwarding(
+    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=["app.example.com"])
+    started = api_start(api, broker)
+    response = api.client.get(identified(broker, started, OTHER_DEVICE))
+    assert response["Location"] == FRONTEND["success"].replace("{reference}", started.reference)
+    assert started.refresh().status == Status.SUCCESS
+
+
+def test_a_return_for_another_identification_of_the_same_user_is_refused(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    first = api_start(app, broker)
+    second = api_start(app, broker)
+    identified(broker, first, OTHER_DEVICE)
+    problem(app.finish(second.reference, ids_query(first)), 400, "answer_mismatch")
+    assert second.refresh().status == Status.PENDING
+
+
+def test_the_refusals_hold_no_personal_data(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    response = app.finish(started.reference, ids_query(started, externalId="x"))
+    text = json.dumps(response.json())
+    assert SAMPLE.last_name not in text
+    assert started.request_id not in text
+
+
+def test_a_same_device_identification_is_already_finished_when_the_app_asks(
+    app: Api, broker: ScriptedBroker, signal_log: SignalLog
+) -> None:
+    started = api_start(app, broker)
+    url = forwarded(identified(broker, started, SAME_DEVICE))
+    assert url == FRONTEND["success"].replace("{reference}", started.reference)
+    assert started.refresh().status == Status.SUCCESS
+    body = app.finish(started.reference, ids_query(started)).json()
+    assert body["status"] == "SUCCESS"
+    assert len(signal_log.of("identification_succeeded")) == 1
+
+
+# -- forwarding ---------------------------------------------------------------------------------
+def test_the_forward_keeps_the_front_end_url_s_own_query_and_fragment(
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    eid(
+        FRONTEND_URLS={**FRONTEND, "success": "https://app.example.com/v?lang=nb#/done/{reference}"}
+    )
+    started = api_start(app, broker)
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    parts = urlsplit(url)
+    assert (parts.path, parts.fragment) == ("/v", f"/done/{started.reference}")
+    assert parse_qs(parts.query) == {
+        "lang": ["nb"],
+        "eid_return": ["success"],
+        "requestId": [started.request_id],
+        "externalId": [started.external_id],
+    }
+    assert app.finish(started.reference, parts.query).json()["status"] == "SUCCESS"
+
+
+def test_a_failure_returned_to_another_browser_goes_to_the_front_end_s_error_url(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    started = api_start(app, broker)
+    url = forwarded(started.error_url("TIMEOUT"))
+    assert url == FRONTEND["error"].replace("{reference}", started.reference)
+    assert started.refresh().status == Status.ERROR
+    assert app.identification(started.reference).json()["outcome"]["code"] == "failed"
+
+
+def test_the_broker_down_during_the_return_still_forwards_it(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    started = api_start(app, broker)
+    success_url = identified(broker, started, SAME_DEVICE)
+    broker.fail_next("status", 503, times=None)
+    url = forwarded(success_url)
+    assert parse_qs(urlsplit(url).query)["eid_return"] == ["success"]
+    assert started.refresh().status == Status.PENDING
+    broker.heal()
+    assert app.finish(started.reference, urlsplit(url).query).json()["status"] == "SUCCESS"
+
+
+def test_a_forged_return_in_another_browser_is_not_forwarded(
+    app: Api, broker: ScriptedBroker
+) -> None:
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    browser = Client()
+    response = browser.get(f"{started.success_url(p2='0' * 32)}&eid_retry=1")
+    assert response.status_code == 403
+    assert "Location" not in response
+    assert broker.status_requests == []
+
+
+def test_without_the_interstitial_the_return_is_forwarded_at_once(
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    eid(CALLBACK_INTERSTITIAL=False)
+    started = api_start(app, broker)
+    response = Client().get(identified(broker, started, OTHER_DEVICE))
+    assert response.status_code == 302
+    assert parse_qs(urlsplit(response["Location"]).query)["eid_return"] == ["success"]
+
+
+def test_a_return_of_a_row_under_a_removed_key(
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=["o" * 43 + "="])
+    started = api_start(app, broker)
+    identified(broker, started, OTHER_DEVICE)
+    assert app.finish(started.reference, ids_query(started)).json()["status"] == "SUCCESS"
+    eid(API_EXPOSE_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=["n" * 43 + "="])
+    assert app.identification(started.reference).status_code == 200
+    response = app.finish(started.reference, ids_query(started))
+    assert response.status_code == 200
+    assert response.json()["identity"]["social_security_number"] is None
