@@ -207,9 +207,15 @@ class Identification(models.Model):
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
     anonymized_at = models.DateTimeField(_("anonymized"), null=True, blank=True, editable=False)
-    #: ``eid_reconcile`` holds the row until then (another host running it at once skips it).
+    #: ``eid_reconcile`` leaves the row alone until then: a run holds it (``claim_token``
+    #: set), or it was asked recently and is due again later (``claim_token`` empty).
     claimed_until = models.DateTimeField(
         _("claimed by eid_reconcile until"), null=True, blank=True, editable=False
+    )
+    #: The ``eid_reconcile`` run that holds the row (random, one per run); a run changes
+    #: only rows that still carry its own token, so it never undoes another run's claim.
+    claim_token = models.CharField(
+        _("eid_reconcile run holding the row"), max_length=32, blank=True, editable=False
     )
 
     objects = IdentificationQuerySet.as_manager()
@@ -218,7 +224,17 @@ class Identification(models.Model):
         verbose_name = _("identification")
         verbose_name_plural = _("identifications")
         ordering = ("-created_at",)
-        indexes = [models.Index(fields=["user", "status"], name="django_eid_user_status")]
+        indexes = [
+            models.Index(fields=["user", "status"], name="django_eid_user_status"),
+            # eid_reconcile's claim: the pending rows, oldest first, that no run holds. Only
+            # pending rows are in it, so it stays small however long the history grows.
+            # PostgreSQL and SQLite build it; other databases skip partial indexes.
+            models.Index(
+                fields=["created_at", "claimed_until"],
+                name="django_eid_pending_due",
+                condition=models.Q(status="PENDING"),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Identification {self.pk} ({self.status})"

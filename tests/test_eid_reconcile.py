@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import re
 from collections.abc import Callable
 from io import StringIO
@@ -10,11 +11,15 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from django_eid import flow, signals
+from django_eid.crypto import DecryptionError
+from django_eid.management.commands import eid_reconcile
 from django_eid.models import Identification
-from tests.fixtures_broker import SAMPLE, ScriptedBroker
+from tests.fixtures_broker import SAMPLE, SSN, Scripted, ScriptedBroker, reply
 from tests.fixtures_views import (
     SignalRecorder,
     Started,
@@ -215,3 +220,254 @@ def test_the_callback_after_a_reconcile_replays_the_destination(
     client.force_login(alice)
     response = client.get(started.success_url())  # the late callback, in any browser
     assert response.status_code == 302
+
+
+# -- one row's failure is that row's alone (B1) ---------------------------------------------
+def resting(started: Started) -> datetime.timedelta:
+    """How much longer ``started``'s row is left alone (its ``claimed_until`` from now)."""
+    row = started.refresh()
+    assert row.claimed_until is not None
+    assert row.claim_token == ""  # given back: no run holds it
+    return row.claimed_until - timezone.now()
+
+
+def about(delay: datetime.timedelta) -> Callable[[datetime.timedelta], bool]:
+    return lambda left: delay - datetime.timedelta(seconds=30) < left <= delay
+
+
+def test_a_session_the_broker_no_longer_knows_expires_and_blocks_nothing(
+    begin: Callable[..., Started], broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    # The oldest row is one the broker purged (or a sandbox restart, a BASE_URL switch):
+    # it answers 404 for it. It comes first in every run.
+    eid(SESSION_MAX_AGE=600)
+    purged, unknown, good = begin(minutes_ago=30), begin(minutes_ago=29), begin(minutes_ago=5)
+    young = begin(minutes_ago=4)
+    for started in (purged, young):
+        broker.script("status", reply(404, {"message": "not found"}), request_id=started.request_id)
+    # Known to the status call, gone by the time the record is fetched.
+    broker.broker.identify(unknown.request_id, SAMPLE)
+    broker.script("retrieve", reply(404, {"message": "gone"}), request_id=unknown.request_id)
+    broker.broker.abort(good.request_id)
+    out = reconcile()  # no CommandError: one row's failure does not stop the run
+    assert statuses(purged, unknown, good, young) == [
+        Status.EXPIRED,  # past SESSION_MAX_AGE: nothing will ever come for it
+        Status.EXPIRED,
+        Status.ABORTED,
+        Status.PENDING,  # younger: left for later
+    ]
+    assert re.match(r"eid_reconcile: 4 row\(s\) checked: 1 aborted, 2 expired, 1 not_found;", out)
+    assert about(eid_reconcile.BACKOFF)(resting(young))
+    asked = len(broker.status_requests)
+    assert reconcile() == "eid_reconcile: 0 row(s) checked: none.\n"
+    assert len(broker.status_requests) == asked  # the next runs leave it alone
+    # Once it is past SESSION_MAX_AGE and due again, it expires too.
+    Identification.objects.filter(pk=young.pk).update(
+        created_at=timezone.now() - datetime.timedelta(minutes=11), claimed_until=None
+    )
+    assert reconcile().startswith("eid_reconcile: 1 row(s) checked: 1 expired")
+    assert young.refresh().status == Status.EXPIRED
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(reply(403, {"message": "forbidden"}), id="refused"),
+        pytest.param(reply(200, raw="<html>maintenance</html>"), id="nonsense"),
+        pytest.param(reply(400, {"message": "bad request"}), id="bad-request"),
+    ],
+)
+def test_a_row_the_broker_refuses_is_logged_counted_left_alone_and_the_run_goes_on(
+    begin: Callable[..., Started],
+    broker: ScriptedBroker,
+    caplog: pytest.LogCaptureFixture,
+    answer: Scripted,
+) -> None:
+    failing, after = begin(minutes_ago=10), begin()
+    broker.script("status", answer, request_id=failing.request_id)
+    broker.broker.abort(after.request_id)
+    with caplog.at_level(logging.WARNING, logger="django_eid"):
+        out = reconcile()
+    assert re.fullmatch(
+        r"eid_reconcile: 2 row\(s\) checked: 1 aborted, 1 error; [0-9.]+ ms per row\.\n", out
+    ), out
+    assert statuses(failing, after) == [Status.PENDING, Status.ABORTED]
+    assert about(eid_reconcile.BACKOFF)(resting(failing))
+    assert after.refresh().claimed_until is None
+    logged = [
+        r.getMessage() for r in caplog.records if f"identification {failing.pk} " in r.getMessage()
+    ]
+    assert len(logged) == 1, logged
+    assert "tried again in" in logged[0]
+    asked = len(broker.status_requests)
+    assert reconcile().startswith("eid_reconcile: 0 row(s) checked")
+    assert len(broker.status_requests) == asked  # not retried by the very next runs
+
+
+def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_goes_on(
+    begin: Callable[..., Started],
+    broker: ScriptedBroker,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failing, after = begin(minutes_ago=10), begin()
+    identified(broker, failing, **SAME_DEVICE)
+    identified(broker, after, **SAME_DEVICE)
+    complete = flow.complete
+
+    def breaks_for_one(row: Identification, record: Any, **kwargs: Any) -> bool:
+        if row.pk == failing.pk:
+            # An error whose message holds personal data (a key removed too early...).
+            raise DecryptionError(f"cannot decrypt the number {SSN} of {SAMPLE.name}")
+        return complete(row, record, **kwargs)
+
+    monkeypatch.setattr(flow, "complete", breaks_for_one)
+    with caplog.at_level(logging.WARNING, logger="django_eid"):
+        out = reconcile()
+    assert out.startswith("eid_reconcile: 2 row(s) checked: 1 error, 1 succeeded;"), out
+    assert statuses(failing, after) == [Status.PENDING, Status.SUCCESS]
+    assert about(eid_reconcile.BACKOFF)(resting(failing))
+    text = "\n".join(r.getMessage() for r in caplog.records) + caplog.text
+    assert f"identification {failing.pk} failed with DecryptionError" in text
+    assert "breaks_for_one" in text  # where it was raised: the traceback, without the message
+    assert SSN not in text
+    assert SAMPLE.name not in text
+
+
+def test_an_unreachable_broker_stops_the_run_and_frees_the_rows_not_asked_about(
+    begin: Callable[..., Started], broker: ScriptedBroker
+) -> None:
+    first, second, third = begin(minutes_ago=10), begin(minutes_ago=9), begin()
+    broker.broker.abort(first.request_id)
+    broker.script("status", reply(503, {"message": "down"}), request_id=second.request_id)
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"stopped: GET .* answered 503"):
+        call_command("eid_reconcile", stdout=out)
+    assert out.getvalue().startswith("eid_reconcile: 1 row(s) checked: 1 aborted;")
+    assert statuses(first, second, third) == [Status.ABORTED, Status.PENDING, Status.PENDING]
+    held = Identification.objects.values_list("claimed_until", "claim_token")
+    assert list(held) == [(None, "")] * 3  # free for the next run
+
+
+@pytest.mark.parametrize("refusal", ["token", "api-401"])
+def test_refused_credentials_stop_the_run(
+    begin: Callable[..., Started], broker: ScriptedBroker, refusal: str
+) -> None:
+    first, second = begin(minutes_ago=10), begin()
+    if refusal == "token":
+        broker.revoke_tokens()  # the cached token is refused, and no new one is issued
+        broker.will_fail_token(401)
+    else:
+        broker.script("status", reply(401, {"message": "no"}))
+    with pytest.raises(CommandError, match="stopped"):
+        reconcile()
+    assert statuses(first, second) == [Status.PENDING, Status.PENDING]
+
+
+# -- leases (B2, B3) --------------------------------------------------------------------------
+def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interval(
+    begin: Callable[..., Started], broker: ScriptedBroker
+) -> None:
+    waiting, other = begin(), begin()
+    identified(broker, other, **OTHER_DEVICE)
+    assert "1 other_device, 1 pending" in reconcile()
+    for started in (waiting, other):
+        assert about(eid_reconcile.RECHECK)(resting(started))
+    asked = list(broker.status_requests)
+    assert reconcile() == "eid_reconcile: 0 row(s) checked: none.\n"
+    assert broker.status_requests == asked
+    # Its rest over, the next run asks again.
+    Identification.objects.update(claimed_until=timezone.now() - datetime.timedelta(seconds=1))
+    broker.broker.abort(waiting.request_id)
+    broker.will_return(other.request_id, **OTHER_DEVICE)
+    assert "1 aborted, 1 other_device" in reconcile()
+
+
+def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_lease(
+    begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
+) -> None:
+    first, taken, last = begin(minutes_ago=10), begin(minutes_ago=9), begin()
+    for started in (first, taken, last):
+        broker.broker.abort(started.request_id)
+    other_lease = timezone.now() + datetime.timedelta(minutes=3)
+
+    def meanwhile(sender: Any, identification: Identification, **kwargs: Any) -> None:
+        # While this run handles its first row, its lease on the second runs out and
+        # another run claims it.
+        if identification.pk == first.pk:
+            Identification.objects.filter(pk=taken.pk).update(
+                claim_token="another-run", claimed_until=other_lease
+            )
+
+    signals.identification_aborted.connect(meanwhile, dispatch_uid="meanwhile")
+    try:
+        out = reconcile()
+    finally:
+        signals.identification_aborted.disconnect(dispatch_uid="meanwhile")
+    assert out.startswith("eid_reconcile: 2 row(s) checked: 2 aborted; 1 skipped;"), out
+    assert statuses(first, taken, last) == [Status.ABORTED, Status.PENDING, Status.ABORTED]
+    row = taken.refresh()
+    assert (row.claim_token, row.claimed_until) == ("another-run", other_lease)
+    assert taken.request_id not in broker.status_requests
+
+
+def test_a_run_that_read_stale_candidates_takes_no_row_another_run_holds(
+    begin: Callable[..., Started], broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without SKIP LOCKED (SQLite, MySQL < 8, MariaDB < 10.6) two runs may read the same
+    # candidates: the one that reads them just before the other's claim must take none.
+    held, free = begin(minutes_ago=10), begin()
+    for started in (held, free):
+        broker.broker.abort(started.request_id)
+    until = timezone.now() + datetime.timedelta(minutes=4)
+    Identification.objects.filter(pk=held.pk).update(claim_token="run-a", claimed_until=until)
+    due = eid_reconcile.due
+    monkeypatch.setattr(
+        eid_reconcile,
+        "due",
+        lambda now, older_than: due(now, older_than) | Identification.objects.filter(pk=held.pk),
+    )
+    assert reconcile().startswith("eid_reconcile: 1 row(s) checked: 1 aborted;")
+    row = held.refresh()
+    assert (row.status, row.claim_token, row.claimed_until) == (Status.PENDING, "run-a", until)
+    assert held.request_id not in broker.status_requests
+
+
+def test_leases_follow_the_databases_clock_not_the_hosts(
+    begin: Callable[..., Started], broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host whose clock is an hour slow still sees the rows as due, and writes leases that
+    # end when they should by the database's clock (which every host shares).
+    waiting = begin()
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() - datetime.timedelta(hours=1))
+    assert "1 pending" in reconcile()
+    monkeypatch.setattr(timezone, "now", real_now)
+    assert about(eid_reconcile.RECHECK)(resting(waiting))
+
+
+def test_leases_work_without_time_zone_support(
+    begin: Callable[..., Started], broker: ScriptedBroker, settings: Any
+) -> None:
+    # Naive local times are stored: the database's clock must be read in the same way.
+    settings.USE_TZ = False
+    waiting = begin()
+    assert "1 pending" in reconcile()
+    assert about(eid_reconcile.RECHECK)(resting(waiting))
+
+
+# -- the claim's index (H1) ------------------------------------------------------------------
+def test_the_claim_has_a_partial_index_of_pending_rows() -> None:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "django_eid_identification")
+    index = constraints["django_eid_pending_due"]
+    assert index["index"]
+    assert index["columns"] == ["created_at", "claimed_until"]
+    definition = {
+        "sqlite": "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s",
+        "postgresql": "SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+    }[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(definition, ["django_eid_pending_due"])
+        (sql,) = cursor.fetchone()
+    assert re.search(r"WHERE .*status.* = 'PENDING'", sql), sql

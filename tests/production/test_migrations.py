@@ -114,9 +114,16 @@ def test_the_test_database_has_the_migrated_schema_on_postgresql() -> None:
             [TABLE],
         )
         (request_id_length,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexname = %s",
+            [TABLE, "django_eid_pending_due"],
+        )
+        (pending_due,) = cursor.fetchone()
     unique = {tuple(c["columns"]) for c in constraints.values() if c["unique"]}
     assert {("reference",), ("request_id",), ("external_id",)} <= unique
     indexed = {tuple(c["columns"]) for c in constraints.values() if c["index"]}
     assert ("user_id", "status") in indexed
+    # eid_reconcile's claim: pending rows only (migration 0005).
+    assert "(created_at, claimed_until) WHERE ((status)::text = 'PENDING'::text)" in pending_due
     # The broker's request id is long (200 characters in the public sample).
     assert request_id_length >= 255

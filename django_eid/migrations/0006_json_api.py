@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_eid', '0004_completion_outside_the_browser'),
+        ('django_eid', '0005_reconcile_index'),
     ]
 
     operations = [
