@@ -120,7 +120,9 @@ def _measure(users: int, test_settings: Any, eid_settings: Any, quick: bool) -> 
                     other = Client()
                     other.get("/" + path)  # the interstitial, then its retry
                     page = other.get("/" + path + "&eid_retry=1")
-                    pages["go back" if b"Go back to the window" in page.content else "other"] += 1
+                    pages[
+                        "go back" if b"Go back to where you started" in page.content else "other"
+                    ] += 1
             before = Counter(
                 rows[pk]
                 for pk in Identification.objects.filter(status="SUCCESS").values_list(

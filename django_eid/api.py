@@ -313,11 +313,14 @@ class ApiView(View):
 
     @staticmethod
     def own_row(caller: Caller, reference: str) -> Identification:
-        """The caller's identification ``reference``, expired if stale; else ``404``."""
+        """The caller's identification ``reference``; else ``404``.
+
+        A stale pending one is not expired here: the broker's record decides
+        (:func:`flow.settle_if_due`), as for the pages.
+        """
         row = flow.find(caller.user, reference)
         if row is None:
             raise Problem(outcomes.INVALID_LINK)
-        flow.expire_if_stale(row)
         return row
 
 

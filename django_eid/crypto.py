@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 from functools import lru_cache
 
@@ -138,22 +139,61 @@ def _device_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(_hkdf(base64.urlsafe_b64decode(k), b"django-eid:device") for k in keys)
 
 
-def _device_value(ip_address: str | None, user_agent: str | None) -> str:
-    return json.dumps([ip_address or "", user_agent or ""])
+def normalized_ip(value: str | None) -> str | None:
+    """``value`` as one spelling of its address, or ``None`` when it is not an IP address.
+
+    IPv6 in its compressed, lower-case form; an IPv4-mapped IPv6 address (``::ffff:192.0.2.7``,
+    what a dual-stack listener reports for an IPv4 client) as the IPv4 address. So the start's
+    ``REMOTE_ADDR`` and the broker's ``EnvironmentInfo.IPAddress`` compare equal however each
+    side spells the same address.
+    """
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def _device_value(ip_address: str | None, user_agent: str | None) -> str | None:
+    """What the device hash is made of, or ``None`` when the device cannot be recognised: an
+    address that is not a valid IP address, or no user agent. Missing values never match
+    each other."""
+    ip = normalized_ip(ip_address)
+    if ip is None or not user_agent or not user_agent.strip():
+        return None
+    return json.dumps([ip, user_agent])
 
 
 def device_key(ip_address: str | None, user_agent: str | None) -> str:
     """A keyed hash of a browser's IP address and user agent (current key): the device of a
-    start, kept instead of the values themselves."""
-    return _digest(_device_keys(configured_keys())[0], _device_value(ip_address, user_agent))
+    start, kept instead of the values themselves.
+
+    ``""`` when the device cannot be recognised (no valid IP address, or no user agent):
+    :func:`same_device` never matches such a row, so it is finished only by its callback.
+    """
+    value = _device_value(ip_address, user_agent)
+    if value is None:
+        return ""
+    return _digest(_device_keys(configured_keys())[0], value)
 
 
 def same_device(stored: str, ip_address: str | None, user_agent: str | None) -> bool:
     """Whether ``stored`` (a :func:`device_key`) is this IP address and user agent, under any
-    configured key (a rotation between the start and the check does not break it)."""
+    configured key (a rotation between the start and the check does not break it).
+
+    False unless both sides are a device: ``stored`` is not empty, ``ip_address`` is a valid
+    IP address and ``user_agent`` is not empty. Addresses are compared normalised
+    (:func:`normalized_ip`).
+    """
     if not stored:
         return False
     value = _device_value(ip_address, user_agent)
+    if value is None:
+        return False
     return any(
         hmac.compare_digest(stored, _digest(key, value)) for key in _device_keys(configured_keys())
     )

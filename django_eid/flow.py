@@ -5,9 +5,10 @@
    broker and stores the ``PENDING`` row.
 2. The user identifies at the broker and comes back to one of the return URLs.
    :func:`return_to` checks that the return belongs to this user (the row's owner) and to
-   this browser (the front end says whether it holds the one-time reference), that the
-   ids the broker filled in are the row's, and expires a row that took too long.
-3. It then finishes the row once: Success fetches the record (:func:`retrieve`) and
+   this browser (the front end says whether it holds the one-time reference), and that the
+   ids the broker filled in are the row's.
+3. It then finishes the row once, late or not (past ``SESSION_MAX_AGE`` only a session the
+   broker says is unfinished expires): Success fetches the record (:func:`retrieve`) and
    :func:`complete`\\s it, Abort :func:`abort`\\s, Error :func:`fail`\\s. A record that says
    ``SUCCESS`` passes the site's rules (the provider, the same person, one account per
    person, ``MIN_AGE``, the ``identification_verifying`` receivers) *inside* the
@@ -81,6 +82,10 @@ REFERENCE_RE: Final = re.compile(r"^[A-Za-z0-9_-]{16,64}\Z")
 PLACEHOLDER_MAX: Final = 512
 #: The three return URLs.
 SUCCESS, ABORT, ERROR = "success", "abort", "error"
+#: Seconds a start that failed at the broker counts toward ``MAX_PENDING_PER_USER``. Failed
+#: starts count only to stop a client hammering a failing broker, not to ration a user: once
+#: the broker is back, the user may start again within a minute.
+FAILED_START_WINDOW: Final = 60
 
 
 class Refused(Exception):
@@ -212,15 +217,20 @@ def pending_count(user: Any) -> int:
 
 
 def unfinished_count(user: Any) -> int:
-    """What ``MAX_PENDING_PER_USER`` limits: the user's pending identifications and the
-    starts that failed, younger than ``SESSION_MAX_AGE``."""
-    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
-    started_or_failed = Q(status=Status.PENDING) | Q(
-        status=Status.ERROR, request_id__isnull=True, anonymized_at__isnull=True
+    """What ``MAX_PENDING_PER_USER`` limits: the user's pending identifications younger than
+    ``SESSION_MAX_AGE``, and the starts that failed at the broker in the last
+    :data:`FAILED_START_WINDOW` seconds."""
+    now = timezone.now()
+    since = now - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+    failed_since = now - datetime.timedelta(seconds=FAILED_START_WINDOW)
+    pending = Q(status=Status.PENDING, created_at__gte=since)
+    failed = Q(
+        status=Status.ERROR,
+        request_id__isnull=True,
+        anonymized_at__isnull=True,
+        created_at__gte=failed_since,
     )
-    return Identification.objects.filter(
-        started_or_failed, user=user, created_at__gte=since
-    ).count()
+    return Identification.objects.filter(pending | failed, user=user).count()
 
 
 def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
@@ -274,7 +284,15 @@ def start(
 
     Raises :class:`Refused` before anything is sent (a bad choice, too many pending,
     no configuration), or :class:`BrokerFailed` once an ``ERROR`` row records the failure.
-    One INSERT on the happy path.
+    Any other exception once the row is reserved (a bug in ``return_urls``, say) is raised
+    as it is, after the row is stored ``ERROR`` too, so it never lingers ``PENDING`` without
+    a broker session. One INSERT on the happy path.
+
+    The pending row is reserved under a lock on the user's row (``SELECT ... FOR UPDATE``).
+    Called inside an open transaction (``ATOMIC_REQUESTS`` on the calling view, a
+    ``transaction.atomic()`` block), that lock is held until the transaction ends, so through
+    the broker call: the same user's other starts wait for it. django-eid's own views opt
+    out of ``ATOMIC_REQUESTS``.
     """
     chosen = choose_provider(provider, restrict=providers)
     next_url = safe_next(next_url, host=host, secure=secure, also=next_hosts)
@@ -295,8 +313,9 @@ def start(
         next_url=next_url,
         channel=channel,
         identity_provider=chosen or "",
-        # The starting browser, for completion without its callback; not the values.
-        device_key=crypto.device_key(_valid_ip(client_ip), fit("user_agent", user_agent)),
+        # The starting browser, for completion without its callback; not the values. Empty
+        # when it cannot be recognised (no valid address, no user agent): never matched.
+        device_key=crypto.device_key(client_ip, fit("user_agent", user_agent)),
         same_person=same_person,
     )
     _reserve(row)
@@ -322,6 +341,11 @@ def start(
     except EidError as err:
         _store_failure(row, err)
         raise BrokerFailed(row, err) from err
+    except Exception as err:
+        # Not the broker's doing (a bug in return_urls, in a setting): the reserved row must
+        # not stay PENDING without a session, counting toward the limit.
+        _store_unexpected_failure(row, err)
+        raise
     try:
         # Inside a caller's transaction a failed UPDATE must not break it: savepoint.
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
@@ -331,6 +355,9 @@ def start(
         error = EidProtocolError("create_session answered the RequestId of an earlier session")
         _store_failure(row, error)
         raise BrokerFailed(row, error) from err
+    except Exception as err:
+        _store_unexpected_failure(row, err)
+        raise
     row.request_id = created.request_id
     logger.info("Identification %s started (provider %s).", row.pk, chosen or "any")
     _send(signals.identification_started, row, request)
@@ -343,12 +370,14 @@ def _reserve(row: Identification) -> None:
     The count and the new row are one decision, under a lock on the user's row: of two
     starts at the same instant the second waits, then counts the first. So no more than
     ``MAX_PENDING_PER_USER`` broker sessions are ever created for one user at a time, and
-    failed starts count too, so they cannot pile up either.
+    recently failed starts count too, so a client cannot hammer a failing broker either.
+    The lock is taken through the base manager: a custom default manager that filters users
+    out must not make it silently lock nothing.
     """
     user_model = get_user_model()
     with transaction.atomic():
         list(
-            user_model._default_manager.select_for_update()
+            user_model._base_manager.select_for_update()
             .filter(pk=row.user_id)
             .values_list("pk", flat=True)
         )
@@ -397,6 +426,33 @@ def _store_failure(row: Identification, err: EidError) -> None:
     logger.warning("Creating identification session %s failed: %s", row.pk, err)
 
 
+def _store_unexpected_failure(row: Identification, err: Exception) -> None:
+    """The reserved row of a start that failed otherwise becomes ``ERROR``, if it still can.
+
+    Only the exception's type is stored and logged: its message may carry anything (the
+    caller re-raises it, so it still reaches the site's error reporting).
+    """
+    logger.error(
+        "Starting identification %s failed: %s; the row is stored as ERROR.",
+        row.pk,
+        type(err).__name__,
+    )
+    try:
+        _transition(
+            row,
+            status=Status.ERROR,
+            request_id=None,
+            error_code=fit("error_code", type(err).__name__),
+            error_message="",
+        )
+    except Exception as store_err:  # the database itself failed (a broken transaction)
+        logger.error(
+            "Storing the failure of identification %s failed too: %s",
+            row.pk,
+            type(store_err).__name__,
+        )
+
+
 # -- 2. the return --------------------------------------------------------------------------------
 def find(user: Any, reference: str) -> Identification | None:
     """``user``'s identification ``reference``; another user's is ``None`` too."""
@@ -417,8 +473,26 @@ def is_expired(row: Identification) -> bool:
 
 
 def expire_if_stale(row: Identification) -> bool:
-    """A pending row older than ``SESSION_MAX_AGE`` becomes ``EXPIRED``; True if this did it."""
+    """A pending row older than ``SESSION_MAX_AGE`` becomes ``EXPIRED``; True if this did it.
+
+    Without asking the broker: for a row that cannot be asked (no ``request_id``), or a
+    front end that must not call the broker. A row that is about to be finished is decided
+    by the broker's record instead (:func:`return_to`, :func:`settle`): it may have
+    succeeded, paid for, however late it is looked at.
+    """
     return not row.is_finished and is_expired(row) and expire(row)
+
+
+def _undecided(row: Identification, record: IdentificationRecord) -> bool:
+    """Whether ``record`` cannot finish ``row`` yet: the session is still at the broker, or
+    the record carries no ``Status`` (logged; then it is treated as still in progress)."""
+    if not record.status:
+        logger.warning(
+            "The broker's record of identification %s has no Status; it is left pending.",
+            row.pk,
+        )
+        return True
+    return record.status in vocabulary.IN_PROGRESS
 
 
 # Every local may hold personal data: hidden from error reports (technical 500, e-mails).
@@ -439,6 +513,12 @@ def return_to(
     front end's one-time state). A row already finished (a reload, the back button, a
     second tab, expiry) is returned as it is, nothing fetched or sent again.
 
+    A late return (the row is older than ``SESSION_MAX_AGE``) is decided by the broker's
+    record like any other: a ``SUCCESS`` is stored (the identification was paid for), a
+    final failure stored as such, and only a session still at the broker (or a record
+    without a status) expires the row. A late Abort return, for which no record is
+    fetched, expires it.
+
     Raises :class:`Refused` when the return is not this user's or this browser's, when
     the broker's ids do not match, or when the record cannot be had yet (the row then
     stays pending: the user may reload).
@@ -446,7 +526,6 @@ def return_to(
     row = find(user, reference)
     if row is None:
         raise Refused(outcomes.INVALID_LINK)
-    expire_if_stale(row)
     if row.is_finished:
         return Returned(row, acted=False)
     if not browser_holds:
@@ -456,13 +535,19 @@ def return_to(
         logger.warning("Refused a callback of identification %s: %s", row.pk, problem)
         raise Refused(outcomes.ANSWER_MISMATCH)
     if kind == ABORT:
+        if is_expired(row):
+            expire(row)
+            return Returned(row, acted=False)
         return Returned(row, acted=abort(row, request))
+    # Late or not: the broker's record decides (a stale SUCCESS is still the user's).
     record = retrieve(row)
+    if _undecided(row, record):
+        if (is_expired(row) and expire(row)) or row.is_finished:
+            return Returned(row, acted=False)
+        raise Refused(outcomes.IN_PROGRESS)
     if kind == ERROR and not record.is_success:
         # Only the broker's record ends the row: a browser alone cannot (it could otherwise
         # end any pending row, and start new ones past the pending limit).
-        if record.status in vocabulary.IN_PROGRESS:
-            raise Refused(outcomes.IN_PROGRESS)
         return Returned(row, acted=fail(row, request, _error_status(params), record=record))
     # The Success URL, or an Error URL whose record says SUCCESS after all.
     return Returned(row, acted=complete(row, record, request=request))
@@ -498,12 +583,16 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
     tab, and for the frame page that cannot be told. Asks the broker's status call first
     (no personal data), and the record only once the session is done. A ``SUCCESS`` is
     stored only under ``COMPLETE_WITHOUT_CALLBACK = "same_device"`` and only when the
-    record's ``EnvironmentInfo`` is the browser that started (its IP address and user agent,
-    compared through the row's ``device_key``): else somebody who started a session on
+    record's ``EnvironmentInfo`` is the browser that started (its IP address, normalised,
+    and user agent, compared through the row's ``device_key``; a start or a record without
+    a valid address or a user agent never matches): else somebody who started a session on
     their own account and got another person to identify at its URL would receive that
-    person's identity. Such a row is logged and left for its callback, or expiry. A
-    cancelled, failed or timed-out session reveals no identity and is finished as it
-    ended; a session still at the broker past ``SESSION_MAX_AGE`` expires.
+    person's identity. Such a row is logged and left for its callback, or expiry. This
+    tells devices apart only by public address and a user agent the sender chooses: see
+    docs/security.md, residual risks. A cancelled, failed or timed-out session reveals no
+    identity and is finished as it ended; a session still at the broker (or a record
+    without a ``Status``) past ``SESSION_MAX_AGE`` expires, as does a row this call cannot
+    complete.
 
     Raises :class:`~django_eid.exceptions.EidError` when the broker cannot answer, and
     :class:`~django_eid.exceptions.EidConfigurationError` when django-eid is not set up.
@@ -521,11 +610,12 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
         return _expired_or(row, stale, "pending")
     record = client.get_session(row.request_id)
     status = record.status
-    if status in vocabulary.IN_PROGRESS:
+    if _undecided(row, record):
+        # Done, says the status call, but the record cannot tell how (yet): ask again later.
         return _expired_or(row, stale, "pending")
     env = record.environment_info
     if record.is_success and not crypto.same_device(
-        row.device_key, _valid_ip(env.ip_address), fit("user_agent", env.user_agent or "")
+        row.device_key, env.ip_address, fit("user_agent", env.user_agent or "")
     ):
         logger.warning(
             "Identification %s was identified on another device than the one that started it "
@@ -630,17 +720,28 @@ def return_elsewhere(
     return settle_if_due(row, request=request) or Settled(row, "pending")
 
 
-def finished_elsewhere(user: Any, references: Sequence[str]) -> Identification | None:
-    """The latest of ``references`` (held by this browser) that finished without it."""
+def finished_elsewhere(
+    user: Any, references: Sequence[str], *, next_url: str | None = None
+) -> Identification | None:
+    """The latest of ``references`` (held by this browser) that finished without it.
+
+    Only what the user is still waiting for: a row finished within the last
+    ``SESSION_MAX_AGE``, never an ``EXPIRED`` one (nothing happened that the start page
+    should replace its form with), and, when the page was asked for a destination
+    (``next_url`` is not ``None``; ``""`` when the one asked for was not safe), only a row
+    started for that same destination.
+    """
     if not references or not getattr(user, "is_authenticated", False):
         return None
-    return (
+    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+    rows = (
         Identification.objects.finished()
-        .filter(user=user, reference__in=list(references))
-        .defer("social_security_number")
-        .order_by("-completed_at", "-pk")
-        .first()
+        .exclude(status=Status.EXPIRED)
+        .filter(user=user, reference__in=list(references), completed_at__gte=since)
     )
+    if next_url is not None:
+        rows = rows.filter(next_url=next_url)
+    return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()
 
 
 def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
@@ -767,9 +868,10 @@ def complete(
 
     ``SUCCESS`` passes the site's rules and becomes ``SUCCESS`` or ``REJECTED`` (``ERROR``
     when a rule cannot run); any other final status becomes ``ERROR``. A record still in
-    progress raises :class:`Refused` (``in_progress``) and leaves the row pending.
+    progress, or without a ``Status``, raises :class:`Refused` (``in_progress``) and leaves
+    the row pending.
     """
-    if record.status in vocabulary.IN_PROGRESS:
+    if _undecided(row, record):
         raise Refused(outcomes.IN_PROGRESS)
     fields = _identity_fields(row, record)
     if not record.is_success:

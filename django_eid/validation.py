@@ -9,6 +9,7 @@ message in both places.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -259,11 +260,14 @@ def _completion_and_frames(s: EidSettings) -> Iterator[Problem]:
             f"{', '.join(map(repr, COMPLETION_MODES))}.",
         )
     script = s.raw("IFRAME_WEB_MESSAGING_SCRIPT")
-    if script is not None and not is_http_url(script):
+    if script is not None and not _script_url(script):
         yield Problem(
             "django_eid.E022",
             "error",
-            "DJANGO_EID['IFRAME_WEB_MESSAGING_SCRIPT'] must be an absolute http(s) URL or None.",
+            "DJANGO_EID['IFRAME_WEB_MESSAGING_SCRIPT'] must be an absolute https:// URL "
+            "(http:// only on a loopback host) or None.",
+            "The frame page runs this script with your site's origin: anyone who can change "
+            "it in transit can act as the user on your site.",
         )
     elif s.IFRAME_WEB_MESSAGING and not script:
         yield Problem(
@@ -359,3 +363,25 @@ def _authentication_classes(classes: object) -> Iterator[Problem]:
             "List Django REST framework authentication classes, e.g. "
             "'rest_framework.authentication.TokenAuthentication'; None uses the session.",
         )
+
+
+def _script_url(value: object) -> bool:
+    """An absolute https URL, or an http one on a loopback host (a sandbox in development:
+    ``localhost``, ``*.localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if not is_http_url(value):
+        return False
+    parts = urlsplit(value)
+    if parts.scheme.lower() == "https":
+        return True
+    return _is_loopback_host(parts.hostname or "")
+
+
+def _is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a host name or an IP address, without brackets) is this machine."""
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

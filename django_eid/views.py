@@ -38,6 +38,7 @@ from django.views.decorators.debug import sensitive_variables
 from django_eid import flow, outcomes, state
 from django_eid.client import ReturnUrls
 from django_eid.conf import eid_settings
+from django_eid.exceptions import EidConfigurationError, EidError
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
@@ -113,13 +114,18 @@ class StartView(LoginRequiredMixin, View):
     template_name = "django_eid/start.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        finished = flow.finished_elsewhere(request.user, state.held(request))
+        next_url = safe_next(request, request.GET.get("next"))
+        finished = flow.finished_elsewhere(
+            request.user,
+            state.held(request),
+            # Asked for a destination (a gate): only an identification started for it.
+            next_url=next_url if request.GET.get("next") else None,
+        )
         if finished is not None:
-            # It ended without this browser (identified in an app, back in another browser):
-            # show where it went, once.
+            # It ended without this browser (identified in an app, back in another browser),
+            # recently: show where it went, once.
             state.consume(request, finished.reference)
             return leave(request, finished)
-        next_url = safe_next(request, request.GET.get("next"))
         demand = state.demand(request, next_url)
         initial = {
             "next": next_url,
@@ -178,11 +184,19 @@ class StartView(LoginRequiredMixin, View):
 
 
 def _finished_row(request: HttpRequest, reference: str) -> Identification | None:
-    """The user's row ``reference``, expired if stale (its one-time state then used up)."""
-    row = flow.find(request.user, reference)
-    if row is not None and flow.expire_if_stale(row):
-        state.consume(request, reference)
-    return row
+    """The user's row ``reference``, as it is.
+
+    A stale pending row is not expired here, without asking the broker: the identification
+    may have succeeded (paid for) however late it is looked at. Who finishes it asks the
+    broker first (:func:`django_eid.flow.settle`, :func:`django_eid.flow.return_to`).
+    """
+    return flow.find(request.user, reference)
+
+
+#: How long the frame page goes on asking beyond ``SESSION_MAX_AGE``, in seconds: long
+#: enough for the status call to settle a row that has just become stale (and send the page
+#: to its outcome). Then the page stops asking.
+FRAME_POLL_GRACE = 15
 
 
 @method_decorator(xframe_options_deny, name="dispatch")
@@ -194,9 +208,19 @@ class FrameView(LoginRequiredMixin, View):
     template_name = "django_eid/iframe.html"
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
-        row = _finished_row(request, reference)
+        row = flow.find(request.user, reference)
         if row is None:
             return render_outcome(request, outcomes.INVALID_LINK)
+        if not row.is_finished and flow.is_expired(row) and state.holds(request, reference):
+            # Past SESSION_MAX_AGE: the broker's record decides (a same-device SUCCESS is
+            # stored, a session still at the broker expires), never the clock alone.
+            try:
+                flow.settle(row, request=request)
+            except (EidError, EidConfigurationError) as err:
+                logger.warning("Checking identification %s at the broker: %s", row.pk, err)
+                return render_outcome(request, outcomes.RETRIEVE_UNREACHABLE)
+            if row.is_finished:
+                state.consume(request, reference)
         if row.is_finished:
             # Finished in the frame meanwhile (the back button), or expired: where it went.
             return leave(request, row)
@@ -214,6 +238,8 @@ class FrameView(LoginRequiredMixin, View):
             "identification": row,
             "status_url": reverse("django_eid:status", args=[reference]),
             "poll_interval": int(STATUS_POLL_INTERVAL * 1000),
+            # From the page's load; constant, so a reload shows the same page.
+            "poll_for": (eid_settings.SESSION_MAX_AGE + FRAME_POLL_GRACE) * 1000,
             "web_messaging_script": script,
         }
         response = TemplateResponse(request, self.template_name, context)

@@ -97,6 +97,13 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E020", {"MIN_AGE": "18"}),
     ("django_eid.E020", {"MIN_AGE": 18.0}),
     ("django_eid.E020", {"MIN_AGE": True}),
+    ("django_eid.E021", {"COMPLETE_WITHOUT_CALLBACK": "always"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "http://cdn.broker.test/wm.js"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "http://127.0.0.1.evil.test/wm.js"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "http://localhost.evil.test/wm.js"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "//cdn.broker.test/wm.js"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "ftp://cdn.broker.test/wm.js"}),
+    ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "/static/wm.js"}),
 ]
 
 
@@ -180,6 +187,26 @@ def test_warnings(settings: SettingsWrapper, check_id: str, overrides: dict[str,
 @pytest.mark.parametrize("url_key", ["BASE_URL", "AUTH_URL"])
 def test_plain_http_is_fine_in_debug(settings: SettingsWrapper, url_key: str) -> None:
     assert run(settings, debug=True, **{url_key: "http://localhost:8000"}) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://cdn.broker.test/js/web-messaging.js",
+        "HTTPS://cdn.broker.test/wm.js",
+        "http://127.0.0.1:8000/eid-sandbox/web-messaging.js",
+        "http://127.8.9.10/wm.js",
+        "http://localhost:8000/eid-sandbox/web-messaging.js",
+        "http://eid.localhost/wm.js",
+        "http://[::1]:8000/wm.js",
+    ],
+)
+def test_the_web_messaging_script_is_https_or_on_this_machine(
+    settings: SettingsWrapper, url: str
+) -> None:
+    """The script runs with the site's origin: plain http only for a sandbox on loopback."""
+    messages = run(settings, debug=True, IFRAME_WEB_MESSAGING=True, IFRAME_WEB_MESSAGING_SCRIPT=url)
+    assert "django_eid.E022" not in ids(messages)
 
 
 @pytest.mark.parametrize("backend", [LOCMEM, DUMMY])

@@ -139,9 +139,24 @@ def test_an_expired_identification_cannot_be_cancelled(
     Identification.objects.filter(pk=started.pk).update(
         created_at=started.row.created_at.replace(year=2000)
     )
+    # Still at the broker when asked, and late: it expired.
+    assert api.identification(started.reference).json()["status"] == "EXPIRED"
     problem(api.cancel(started.reference), 409, "already_finished")
     assert started.refresh().status == Status.EXPIRED
     assert broker.invalidate_requests == []
+
+
+def test_a_late_identification_still_at_the_broker_can_be_cancelled(
+    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    started = api_start(api, broker)
+    eid(SESSION_MAX_AGE=1)
+    Identification.objects.filter(pk=started.pk).update(
+        created_at=started.row.created_at.replace(year=2000)
+    )
+    # Pending until the broker is asked: the user giving up ends it, at the broker too.
+    assert api.cancel(started.reference).json()["status"] == "ABORTED"
+    assert broker.invalidate_requests == [started.request_id]
 
 
 def test_another_user_s_identification_is_not_found(

@@ -67,9 +67,25 @@ def test_an_expired_api_start_returns_to_the_front_end_s_error_url(
     Identification.objects.filter(pk=started.pk).update(
         created_at=started.row.created_at.replace(year=2000)
     )
-    response = api.client.get(identified(broker, started, SAME_DEVICE))
+    # Late, and the user never finished at the broker: the return expires it.
+    broker.will_return(started.request_id, "USERINITIATED")
+    response = api.client.get(started.success_url())
     assert response["Location"] == front_end("error", started)
     assert started.refresh().status == Status.EXPIRED
+
+
+def test_a_late_success_returns_to_the_front_end_s_success_url(
+    api: Api, broker: ScriptedBroker, frontend: dict[str, str], eid: Callable[..., None]
+) -> None:
+    started = api_start(api, broker)
+    eid(SESSION_MAX_AGE=1)
+    Identification.objects.filter(pk=started.pk).update(
+        created_at=started.row.created_at.replace(year=2000)
+    )
+    # However late, a paid identification the broker holds as SUCCESS is stored.
+    response = api.client.get(identified(broker, started, SAME_DEVICE))
+    assert response["Location"] == front_end("success", started)
+    assert started.refresh().status == Status.SUCCESS
 
 
 def test_a_rejected_api_start_returns_to_the_front_end_s_error_url(

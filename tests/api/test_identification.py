@@ -201,8 +201,9 @@ def test_an_expired_identification(
         created_at=timezone.now() - datetime.timedelta(seconds=61)
     )
     body = api.identification(started.reference).json()
+    # The broker said the user never finished: late, it expired.
     assert (body["status"], body["outcome"]["code"]) == ("EXPIRED", "expired")
-    assert broker.status_requests == []
+    assert broker.status_requests == [started.request_id]
     assert started.refresh().status == Status.EXPIRED
 
 

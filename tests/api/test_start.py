@@ -90,7 +90,7 @@ def test_another_browser_of_the_same_user_is_not_the_one_that_started(
     # this browser is told to go back: nothing of the identity shown to it.
     assert response.status_code == 200
     page = response.content.decode()
-    assert "Go back to the window where you started." in page
+    assert "The identification has ended. Go back to the browser or app where you started" in page
     assert SAMPLE.last_name not in page
     assert started.refresh().status == Status.SUCCESS
     assert started.reference in api.client.session["django_eid_pending"]

@@ -102,3 +102,58 @@ def test_a_frame_of_another_site_ends_whatever_the_browser_allows(
     log_in(other_site)
     identify_in_the_frame(page, "Søren Aabye Kjærgaard")
     expect(page).to_have_url(re.compile(rf"^{re.escape(other_site)}/account/$"))
+
+
+def start_in_the_frame(page: Page) -> None:
+    page.get_by_role("button", name="Identify in a frame").click()
+    expect(page).to_have_url(FRAME_PAGE)
+
+
+STOPPED = "This page no longer follows the identification by itself."
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_the_frame_page_stops_asking_on_a_refusal(
+    page: Page, log_in: Callable[..., None], expected_browser_errors: list[str], status: int
+) -> None:
+    """Logged out, another browser, an unknown identification: asking again changes nothing."""
+    asked: list[str] = []
+
+    def refuse(route: Route) -> None:
+        asked.append(route.request.url)
+        route.fulfill(status=status, content_type="application/json", body='{"code": "no"}')
+
+    page.route(STATUS_CALLS, refuse)
+    expected_browser_errors.append(f"status of {status}")
+    log_in()
+    start_in_the_frame(page)
+    expect(page.get_by_text(STOPPED)).to_be_visible()
+    page.wait_for_timeout(5000)  # two more poll intervals
+    assert len(asked) == 1
+    expect(page).to_have_url(FRAME_PAGE)
+
+
+def test_the_frame_page_stops_asking_after_session_max_age(
+    page: Page,
+    log_in: Callable[..., None],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django_eid import views
+
+    settings.DJANGO_EID = {**settings.DJANGO_EID, "SESSION_MAX_AGE": 4}
+    monkeypatch.setattr(views, "FRAME_POLL_GRACE", 0)
+    asked: list[str] = []
+
+    def pending(route: Route) -> None:  # the server would settle the stale row: not here
+        asked.append(route.request.url)
+        route.fulfill(content_type="application/json", body='{"finished": false}')
+
+    page.route(STATUS_CALLS, pending)
+    log_in()
+    start_in_the_frame(page)
+    expect(page.get_by_text(STOPPED)).to_be_visible(timeout=15000)
+    count = len(asked)
+    assert 1 <= count <= 3  # every two seconds, for four
+    page.wait_for_timeout(4500)
+    assert len(asked) == count

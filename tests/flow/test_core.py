@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import models
+from django.db.models import QuerySet
 
 from django_eid import flow, outcomes
 from django_eid.client import ReturnUrls, get_client
@@ -236,6 +239,96 @@ def test_a_broker_failure_is_stored_and_raised(alice: AbstractBaseUser, broker: 
     assert row is not None
     assert (row.status, row.error_code) == (Status.ERROR, "EidUnavailable")
     assert failed.value.outcome is outcomes.BROKER_UNREACHABLE
+
+
+def age(seconds: float) -> None:
+    """Every row was created ``seconds`` earlier than it was."""
+    for row in Identification.objects.all():
+        Identification.objects.filter(pk=row.pk).update(
+            created_at=row.created_at - datetime.timedelta(seconds=seconds)
+        )
+
+
+def test_failed_starts_hold_the_limit_only_for_a_short_while(
+    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+) -> None:
+    """Failed starts count to stop a client hammering a failing broker, not to ration the
+    user: once the broker is back, the user starts again within FAILED_START_WINDOW."""
+    eid(MAX_PENDING_PER_USER=2)
+    broker.fail_next("create", 503, times=2)
+    for _ in range(2):
+        with pytest.raises(flow.BrokerFailed):
+            start(alice)
+    assert flow.unfinished_count(alice) == 2
+    with pytest.raises(flow.Refused) as refused:  # right away: still counted
+        start(alice)
+    assert refused.value.outcome is outcomes.TOO_MANY_PENDING
+    age(flow.FAILED_START_WINDOW + 1)
+    assert flow.unfinished_count(alice) == 0
+    assert start(alice).identification.status == Status.PENDING
+    # Pending rows still count for SESSION_MAX_AGE.
+    age(flow.FAILED_START_WINDOW + 1)
+    assert flow.unfinished_count(alice) == 1
+
+
+def test_an_unexpected_failure_after_the_reservation_is_stored_and_raised(
+    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+) -> None:
+    """A bug in the caller's return URLs (or anything else not the broker's): the reserved
+    row does not stay PENDING without a session, counting toward the limit."""
+    eid(MAX_PENDING_PER_USER=1)
+
+    def broken(reference: str) -> ReturnUrls:
+        raise RuntimeError("a bug, with 31127112345 in its message")
+
+    with pytest.raises(RuntimeError):
+        flow.start(alice, return_urls=broken, host=HOST)
+    row = Identification.objects.get()
+    assert (row.status, row.request_id) == (Status.ERROR, None)
+    assert (row.error_code, row.error_message) == ("RuntimeError", "")
+    assert broker.create_requests == []
+    age(flow.FAILED_START_WINDOW + 1)
+    assert start(alice).identification.status == Status.PENDING
+
+
+def test_an_unexpected_failure_of_the_broker_call_is_stored_and_raised(
+    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = get_client()
+
+    def crash(**kwargs: Any) -> Any:
+        raise KeyError("bug")
+
+    monkeypatch.setattr(client, "create_session", crash)
+    with pytest.raises(KeyError):
+        start(alice)
+    assert Identification.objects.get().status == Status.ERROR
+    assert flow.pending_count(alice) == 0
+
+
+def test_the_pending_limit_locks_through_the_base_manager(
+    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A custom default manager that hides users must not make the lock take nothing."""
+    user_model = type(alice)
+
+    class Hiding(models.Manager):  # type: ignore[type-arg]
+        def get_queryset(self) -> Any:
+            raise AssertionError("the lock went through the default manager")
+
+    hiding = Hiding()
+    hiding.model = user_model
+    monkeypatch.setattr(user_model._meta, "default_manager", hiding)
+    taken: list[Any] = []
+    original = QuerySet.select_for_update
+
+    def spy(self: QuerySet[Any], *args: Any, **kwargs: Any) -> QuerySet[Any]:
+        taken.append(self.model)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "select_for_update", spy)
+    assert start(alice).identification.status == Status.PENDING
+    assert taken == [user_model]
 
 
 def test_iframe_display_sends_the_hosts_domain(alice: AbstractBaseUser, broker: Broker) -> None:

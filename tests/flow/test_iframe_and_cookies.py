@@ -201,7 +201,7 @@ def test_the_retry_without_the_cookie_is_another_browser(
     retry = retry_url_of(cookieless.get(started.success_url()))
     response = cookieless.get(retry)
     assert response.status_code == 200
-    assert "Go back to the window where you started." in response.content.decode()
+    assert "Go back to where you started" in response.content.decode()
     # Identified on another device than the one that started: not completed without it.
     assert started.refresh().status == Status.PENDING
     assert signal_log.names == ["identification_started"]
@@ -233,7 +233,7 @@ def test_without_the_interstitial_a_cookieless_callback_is_another_browser(
     broker.will_return(started.request_id)
     response = Client().get(started.success_url())
     assert response.status_code == 200
-    assert "Go back to the window where you started." in response.content.decode()
+    assert "Go back to where you started" in response.content.decode()
     assert started.refresh().status == Status.PENDING
     assert alice_client.get(started.success_url()).status_code == 302
 

@@ -34,22 +34,47 @@ def test_an_expired_session_becomes_expired(
     eid: Callable[..., None],
     callback: str,
 ) -> None:
+    """A late return of a session the person never finished at the broker expires."""
     eid(SESSION_MAX_AGE=60)
-    started = start()
-    broker.will_return(started.request_id)
+    started = start()  # still at the broker
     old = started.row.created_at - timedelta(seconds=61)
     Identification.objects.filter(pk=started.row.pk).update(created_at=old)
-    response = alice_client.get(getattr(started, f"{callback}_url")())
+    url = getattr(started, f"{callback}_url")
+    response = alice_client.get(url(p0="TIMEOUT") if callback == "error" else url())
     assert response.status_code == 410
     assert "expired" in response.content.decode()
     row = started.refresh()
     assert row.status == Status.EXPIRED
     assert row.completed_at is not None
-    assert len(broker.get_calls) == 0
+    # The broker was asked (a record still in progress), except for an Abort return.
+    assert len(broker.get_calls) == (0 if callback == "abort" else 1)
     assert signal_log.names == ["identification_started"]
     # The genuine success URL does not revive it.
+    broker.will_return(started.request_id)
     assert alice_client.get(started.success_url()).status_code == 410
     assert started.refresh().status == Status.EXPIRED
+
+
+@pytest.mark.parametrize("callback", ["success", "error"])
+def test_a_late_callback_of_a_success_succeeds(
+    start: Callable[..., Started],
+    broker: Broker,
+    alice_client: Client,
+    signal_log: SignalLog,
+    eid: Callable[..., None],
+    callback: str,
+) -> None:
+    """SESSION_MAX_AGE does not throw away an identification the broker says succeeded."""
+    eid(SESSION_MAX_AGE=60)
+    started = start()
+    broker.will_return(started.request_id)
+    old = started.row.created_at - timedelta(seconds=3600)
+    Identification.objects.filter(pk=started.row.pk).update(created_at=old)
+    url = getattr(started, f"{callback}_url")
+    response = alice_client.get(url(p0="LOGIN") if callback == "error" else url())
+    assert (response.status_code, response["Location"]) == (302, "/")
+    assert started.refresh().status == Status.SUCCESS
+    assert signal_log.names == ["identification_started", "identification_succeeded"]
 
 
 def test_a_session_younger_than_the_max_age_completes(
@@ -176,7 +201,7 @@ def test_the_oldest_pending_reference_leaves_a_full_session(
     assert pending_refs(alice_client) == {s.row.reference for s in [*others, newest]}
     # The oldest is no longer this browser's: its return is treated as another browser's.
     response = alice_client.get(oldest.abort_url())
-    assert "Go back to the window where you started." in response.content.decode()
+    assert "Go back to where you started" in response.content.decode()
     assert alice_client.get(newest.abort_url()).status_code == 302
 
 

@@ -280,7 +280,7 @@ def test_a_reference_not_in_this_browsers_session_is_not_finished_there(
     for url in (started.success_url(), started.abort_url()):
         response = other_browser.get(url)
         assert response.status_code == 200
-        assert "Go back to the window where you started." in response.content.decode()
+        assert "Go back to where you started" in response.content.decode()
     assert snapshot(started.row) == before
     assert signal_log.names == ["identification_started"]
     assert alice_client.get(started.success_url()).status_code == 302

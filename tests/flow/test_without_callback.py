@@ -4,6 +4,7 @@ status polling, and the same-device rule that keeps a relayed identity off the a
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
+from django.template.loader import render_to_string
 from django.test import Client
+from django.utils import timezone, translation
 from django.utils.html import escapejs
 
-from django_eid import flow
+from django_eid import crypto, flow
 from django_eid.models import Identification
 from tests.fixtures_broker import SAMPLE
 from tests.fixtures_views import logged_in
@@ -198,7 +201,7 @@ def test_a_return_in_a_browser_without_a_session_says_go_back_and_settles(
     response = other.get(interstitial.context["retry_url"])
     page = response.content.decode()
     assert response.status_code == 200
-    assert "Your identification is complete. Go back to the window where you started." in page
+    assert "Go back to where you started" in page
     assert SAMPLE.last_name not in page
     assert started.refresh().status == Status.SUCCESS
     assert signal_log.of("identification_succeeded")[0]["request"] is None
@@ -218,7 +221,7 @@ def test_a_relayed_return_in_another_browser_stores_nothing(
     victim = Client()
     victim.get(started.success_url())
     response = victim.get(f"{started.success_url()}&eid_retry=1")
-    assert "Go back to the window where you started." in response.content.decode()
+    assert "Go back to where you started" in response.content.decode()
     assert started.refresh().status == Status.PENDING
     assert signal_log.names == ["identification_started"]
 
@@ -274,9 +277,7 @@ def test_an_abort_in_another_browser_of_the_same_user(
     started = begin()
     broker.broker.abort(started.request_id)
     response = logged_in(alice).get(started.abort_url())
-    assert "The identification has ended. Go back to the window where you started." in (
-        response.content.decode()
-    )
+    assert "Go back to where you started" in response.content.decode()
     assert started.refresh().status == Status.ABORTED
 
 
@@ -369,7 +370,7 @@ def test_the_frame_page_polls_the_status(
 ) -> None:
     started = start(client=phone, display="iframe")
     page = phone.get(f"/eid/frame/{started.reference}/").content.decode()
-    # As the template writes it: escapejs spells a "-" of the reference \u002D.
+    # Escaped for JavaScript: a reference may hold "-" (\u002D).
     status_url = escapejs(f"/eid/status/{started.reference}/")
     assert f'var statusUrl = "{status_url}"' in page
     assert "<script src=" not in page
@@ -383,3 +384,283 @@ def test_web_messaging_is_asked_for_when_on(
 ) -> None:
     eid(IFRAME_WEB_MESSAGING=True, IFRAME_WEB_MESSAGING_SCRIPT="https://id.broker.test/wm.js")
     assert start(client=phone, display="iframe").sent["iFrame"]["WebMessaging"] is True
+
+
+# -- the device: missing values never match, spellings of one address do ---------------------------
+VICTIM_UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1) Mobile/15E148 Victim"
+
+
+@pytest.mark.parametrize(
+    ("start_address", "start_ua", "environment"),
+    [
+        ("", None, ...),  # no address, no user agent; the record has no EnvironmentInfo
+        ("", VICTIM_UA, {"UserAgent": VICTIM_UA}),  # the user agent copied, no address
+        ("unix:/run/gunicorn.sock", VICTIM_UA, {"IPAddress": "n/a", "UserAgent": VICTIM_UA}),
+        ("", VICTIM_UA, {"IPAddress": "", "UserAgent": VICTIM_UA}),
+    ],
+    ids=["nothing on either side", "no address", "no valid address", "empty addresses"],
+)
+def test_missing_device_values_never_match_each_other(
+    broker: Broker,
+    bob: AbstractBaseUser,
+    signal_log: SignalLog,
+    start: Callable[..., Started],
+    start_address: str,
+    start_ua: str | None,
+    environment: Any,
+) -> None:
+    """The relay through missing values: Bob starts from a browser without a valid address
+    (or behind a unix socket) with the victim's user agent copied; the victim identifies and
+    the record says nothing usable of the device. Nothing of the victim reaches Bob."""
+    headers = {"REMOTE_ADDR": start_address}
+    if start_ua is not None:
+        headers["HTTP_USER_AGENT"] = start_ua
+    started = start(client=logged_in(bob, **headers))
+    assert started.row.device_key == ""  # never recognised: only its callback finishes it
+    identified_at_the_broker(broker, started, EnvironmentInfo=environment)
+    assert flow.settle(started.row).outcome == "other_device"
+    row = started.refresh()
+    assert (row.status, row.name) == (Status.PENDING, "")
+    assert signal_log.names == ["identification_started"]
+
+
+def test_a_start_without_a_user_agent_is_never_recognised(
+    start: Callable[..., Started], broker: Broker, alice: AbstractBaseUser
+) -> None:
+    started = start(client=logged_in(alice))  # 127.0.0.1, no User-Agent
+    assert started.row.device_key == ""
+    identified_at_the_broker(
+        broker, started, EnvironmentInfo={"IPAddress": "127.0.0.1", "UserAgent": ""}
+    )
+    assert flow.settle(started.row).outcome == "other_device"
+
+
+def test_same_device_needs_a_device_on_both_sides() -> None:
+    key = crypto.device_key("192.0.2.7", UA)
+    assert crypto.same_device(key, "192.0.2.7", UA)
+    for address, agent in [(None, UA), ("", UA), ("n/a", UA), ("192.0.2.7", ""), (None, None)]:
+        assert not crypto.same_device(key, address, agent)
+    # A row stored before this version from a start without an address: its key was made of
+    # empty values, which now match nothing.
+    legacy = crypto._digest(crypto._device_keys(crypto.configured_keys())[0], json.dumps(["", UA]))
+    assert not crypto.same_device(legacy, None, UA)
+    assert not crypto.same_device(legacy, "", UA)
+    assert crypto.device_key(None, UA) == crypto.device_key("192.0.2.7", None) == ""
+
+
+@pytest.mark.parametrize(
+    ("start_address", "record_address"),
+    [
+        ("2001:db8::1", "2001:DB8::1"),
+        ("2001:db8::1", "2001:db8:0:0:0:0:0:1"),
+        ("2001:DB8:0000::0001", "2001:db8::1"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("192.0.2.7", "::ffff:192.0.2.7"),
+        ("::FFFF:c000:0207", "192.0.2.7"),
+    ],
+)
+def test_spellings_of_one_address_are_one_device(
+    broker: Broker,
+    alice: AbstractBaseUser,
+    start: Callable[..., Started],
+    start_address: str,
+    record_address: str,
+) -> None:
+    browser = logged_in(alice, REMOTE_ADDR=start_address, HTTP_USER_AGENT=UA)
+    started = start(client=browser)
+    env = {"EnvironmentInfo": {"IPAddress": record_address, "UserAgent": UA}}
+    identified_at_the_broker(broker, started, **env)
+    assert flow.settle(started.row).outcome == "succeeded"
+    assert started.refresh().status == Status.SUCCESS
+
+
+def test_the_normalised_address_keeps_the_keys_of_canonical_spellings() -> None:
+    """Rows in flight across the upgrade: a key made of a canonical address is unchanged."""
+    assert crypto.normalized_ip("2001:DB8:0::1") == "2001:db8::1"
+    assert crypto.normalized_ip("::ffff:192.0.2.7") == "192.0.2.7"
+    assert crypto.normalized_ip("192.0.2.007") is None
+    assert crypto.normalized_ip(" 192.0.2.7") is None
+    key = crypto._device_keys(crypto.configured_keys())[0]
+    for address in ("192.0.2.7", "2001:db8::1"):
+        before = crypto._digest(key, json.dumps([address, UA]))
+        assert crypto.device_key(address, UA) == before
+
+
+# -- late: the broker's record decides, not the clock ----------------------------------------------
+def make_stale(started: Started, eid: Callable[..., None]) -> None:
+    eid(SESSION_MAX_AGE=60)
+    Identification.objects.filter(pk=started.pk).update(
+        created_at=started.row.created_at - datetime.timedelta(seconds=90)
+    )
+
+
+def test_the_status_poll_of_a_stale_same_device_success_stores_it(
+    start: Callable[..., Started], broker: Broker, phone: Client, eid: Callable[..., None]
+) -> None:
+    """The reviewer's case: identified on the device that started, looked at after
+    SESSION_MAX_AGE by the browser that started. The paid identification is kept."""
+    started = start(client=phone, display="iframe")
+    identified_at_the_broker(broker, started, **SAME_DEVICE)
+    make_stale(started, eid)
+    answer = status(phone, started).json()
+    assert answer == {"finished": True, "destination": "/"}
+    assert started.refresh().status == Status.SUCCESS
+
+
+def test_the_frame_page_of_a_stale_same_device_success_stores_it(
+    start: Callable[..., Started], broker: Broker, phone: Client, eid: Callable[..., None]
+) -> None:
+    started = start(client=phone, display="iframe", next="/account/")
+    identified_at_the_broker(broker, started, **SAME_DEVICE)
+    make_stale(started, eid)
+    response = phone.get(f"/eid/frame/{started.reference}/")
+    assert (response.status_code, response["Location"]) == (302, "/account/")
+    assert started.refresh().status == Status.SUCCESS
+    assert started.reference not in phone.session.get("django_eid_pending", {})
+
+
+@pytest.mark.parametrize("looked_at_by", ["the frame page", "the status poll"])
+def test_a_stale_row_abandoned_at_the_broker_still_expires(
+    start: Callable[..., Started],
+    broker: Broker,
+    phone: Client,
+    eid: Callable[..., None],
+    looked_at_by: str,
+) -> None:
+    started = start(client=phone, display="iframe")  # the person never identified
+    make_stale(started, eid)
+    if looked_at_by == "the frame page":
+        assert phone.get(f"/eid/frame/{started.reference}/").status_code == 410
+    else:
+        assert status(phone, started).json()["finished"] is True
+    assert started.refresh().status == Status.EXPIRED
+    assert broker.status_requests == [started.request_id]  # asked before expiring
+
+
+def test_the_frame_page_of_a_stale_row_the_broker_cannot_answer_keeps_it(
+    start: Callable[..., Started], broker: Broker, phone: Client, eid: Callable[..., None]
+) -> None:
+    started = start(client=phone, display="iframe")
+    identified_at_the_broker(broker, started, **SAME_DEVICE)
+    make_stale(started, eid)
+    broker.fail_next("status", 503, times=None)
+    assert phone.get(f"/eid/frame/{started.reference}/").status_code == 503
+    assert started.refresh().status == Status.PENDING  # for a later look, or eid_reconcile
+
+
+@pytest.mark.parametrize("status_value", ["", None, ...], ids=["empty", "null", "absent"])
+def test_settle_leaves_a_record_without_a_status_pending(
+    begin: Callable[..., Started],
+    broker: Broker,
+    eid: Callable[..., None],
+    caplog: pytest.LogCaptureFixture,
+    status_value: Any,
+) -> None:
+    started = begin()
+    identified_at_the_broker(broker, started, Status=status_value, **SAME_DEVICE)
+    with caplog.at_level(logging.WARNING, logger="django_eid"):
+        assert flow.settle(started.row).outcome == "pending"
+    assert started.refresh().status == Status.PENDING
+    assert any("has no Status" in r.getMessage() for r in caplog.records)
+    # Once stale, it expires like any session that cannot be finished.
+    make_stale(started, eid)
+    broker.will_return(started.request_id, Status=status_value, **SAME_DEVICE)
+    assert flow.settle(started.refresh()).outcome == "expired"
+
+
+# -- the start page shows only what the user is waiting for ------------------------------------------
+def finish_elsewhere(broker: Broker, started: Started) -> None:
+    identified_at_the_broker(broker, started, **SAME_DEVICE)
+    assert flow.settle(started.row).outcome == "succeeded"
+
+
+def test_the_start_page_shows_a_recent_success_once(
+    begin: Callable[..., Started], broker: Broker, phone: Client
+) -> None:
+    started = begin(next="/account/")
+    finish_elsewhere(broker, started)
+    shown = phone.get("/eid/start/")
+    assert (shown.status_code, shown["Location"]) == (302, "/account/")
+    assert phone.get("/eid/start/").status_code == 200
+
+
+@pytest.mark.parametrize("how", ["finished long ago", "expired"])
+def test_the_start_page_does_not_replace_its_form_with_an_old_or_expired_row(
+    begin: Callable[..., Started], broker: Broker, phone: Client, how: str
+) -> None:
+    started = begin()
+    if how == "expired":
+        flow.expire(started.row)
+    else:
+        finish_elsewhere(broker, started)
+        Identification.objects.filter(pk=started.pk).update(
+            completed_at=timezone.now() - datetime.timedelta(seconds=1801)
+        )
+    response = phone.get("/eid/start/")
+    assert response.status_code == 200
+    assert "form" in response.context
+
+
+def test_the_start_page_with_a_next_shows_only_a_row_started_for_it(
+    begin: Callable[..., Started], broker: Broker, phone: Client
+) -> None:
+    wine = begin(next="/wine/")
+    finish_elsewhere(broker, wine)
+    # A gate sends the user to verify for the payout page: the wine shop's success is not it.
+    response = phone.get("/eid/start/?next=/payout/")
+    assert response.status_code == 200
+    assert "form" in response.context
+    # A destination that is not safe is none: only a row started without one would match.
+    assert "form" in phone.get("/eid/start/?next=https://evil.example/").context
+    payout = begin(next="/payout/")
+    finish_elsewhere(broker, payout)
+    shown = phone.get("/eid/start/?next=/payout/")
+    assert (shown.status_code, shown["Location"]) == (302, "/payout/")
+    assert flow.finished_elsewhere(wine.row.user, [wine.reference], next_url="/payout/") is None
+
+
+# -- the page of a return in another browser says what happened, and nothing of whom ----------------
+ENDED = "The identification has ended. Go back to the browser or app where you started"
+NOT_HERE = "Your identification is not complete here. Return to the browser where you started"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "says"),
+    [
+        ("succeeded", ENDED),
+        ("rejected", ENDED),
+        ("aborted", ENDED),
+        ("failed", ENDED),
+        ("expired", ENDED),
+        ("finished", ENDED),
+        ("pending", NOT_HERE),
+        ("other_device", NOT_HERE),
+        (None, "Go back to the browser or app where you started to see where"),
+    ],
+)
+def test_the_other_browsers_page_says_what_settling_did(outcome: str | None, says: str) -> None:
+    context = {"kind": "success"} if outcome is None else {"kind": "success", "outcome": outcome}
+    page = render_to_string("django_eid/elsewhere.html", context)
+    assert says in page
+    assert "Go back to where you started" in page
+    others = {ENDED, NOT_HERE} - {says}
+    assert not any(other in page for other in others)
+    assert "complete." not in page  # never "your identification is complete"
+
+
+def test_the_other_browsers_page_is_translated() -> None:
+    with translation.override("nb"):
+        page = render_to_string("django_eid/elsewhere.html", {"outcome": "other_device"})
+    assert NOT_HERE not in page
+    assert "<h1>Go back to where you started</h1>" not in page
+
+
+def test_the_frame_page_stops_asking_on_a_refusal_and_after_session_max_age(
+    start: Callable[..., Started], phone: Client, eid: Callable[..., None]
+) -> None:
+    eid(SESSION_MAX_AGE=600)
+    started = start(client=phone, display="iframe")
+    page = phone.get(f"/eid/frame/{started.reference}/").content.decode()
+    assert "var stopAt = Date.now() + 615000;" in page  # SESSION_MAX_AGE, and a little more
+    assert "if (response.status >= 400 && response.status < 500) { stop(true);" in page
+    assert 'id="eid-stopped" role="status" hidden' in page

@@ -226,8 +226,8 @@ def assert_genuine_completes(
 
 
 # -- the app switch: a genuine return in a browser without the one-time state --------------
-#: What the "go back" page says (django_eid/elsewhere.html).
-GO_BACK = "Go back to the window where you started."
+#: What the "go back" page says whatever happened (django_eid/elsewhere.html, its heading).
+GO_BACK = "Go back to where you started"
 #: A browser's User-Agent, for tests of the same-device rule; the test client sends none
 #: unless given, and REMOTE_ADDR 127.0.0.1.
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) HostileSuite/1.0"

@@ -531,18 +531,45 @@ def test_an_expired_session_expires_and_fires_nothing(
     fired: Fired,
     kind: str,
 ) -> None:
-    started = start()
+    """A late return of a session still at the broker (abandoned there) expires; an Abort
+    return expires without asking the broker. Nothing is sent."""
+    started = start(ends="pending")
     fired.clear()
     created = started.row.created_at - datetime.timedelta(seconds=1801)
     type(started.row).objects.filter(pk=started.pk).update(created_at=created)
     before = snapshot()
-    response = alice_client.get(started.url(kind))
+    response = alice_client.get(url_of(started, kind, p1=started.request_id))
     assert response.status_code == 410
     assert changed(before, snapshot()) == {started.pk}
     assert started.row.status == Status.EXPIRED
-    assert (fired.names, broker.counts["retrieve"]) == ([], 0)
+    # The broker's record decides a late Success or Error return: still in progress.
+    assert (fired.names, broker.counts["retrieve"]) == ([], 0 if kind == "abort" else 1)
     again = snapshot()
-    assert_untouched(alice_client.get(started.url(kind)), 410, again, fired, broker)
+    broker.counts.clear()
+    replay = alice_client.get(url_of(started, kind, p1=started.request_id))
+    assert_untouched(replay, 410, again, fired, broker)
+
+
+@pytest.mark.parametrize("kind", ["success", "error"])
+def test_a_late_return_of_a_success_stores_it(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    kind: str,
+) -> None:
+    """Past SESSION_MAX_AGE the broker's record still decides: a paid identification that
+    the browser that started brings back late is stored, not expired."""
+    started = start()  # the person identified at the broker
+    fired.clear()
+    created = started.row.created_at - datetime.timedelta(seconds=1801)
+    type(started.row).objects.filter(pk=started.pk).update(created_at=created)
+    response = alice_client.get(url_of(started, kind, p1=started.request_id))
+    assert (response.status_code, response["Location"]) == (302, "/")
+    row = started.row
+    assert (row.status, row.last_name) == (Status.SUCCESS, "Nordmann")
+    assert fired.calls == [("succeeded", started.pk, Status.SUCCESS, alice.pk)]
 
 
 UNKNOWN_REFERENCES = [

@@ -17,7 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, connection, connections
 from django.test import Client
 
-from django_eid import signals, state
+from django_eid import flow, signals, state
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from django_eid.sandbox.wire import Reply
@@ -421,7 +421,8 @@ def test_failed_starts_count_against_the_pending_limit(
     limit: int,
 ) -> None:
     """A broker that refuses every start cannot be used to pile up rows (or billed calls):
-    each failed start keeps its reserved row, as ERROR without a request id, and counts."""
+    each failed start keeps its reserved row, as ERROR without a request id, and counts for
+    a minute (flow.FAILED_START_WINDOW), not for SESSION_MAX_AGE."""
     eid(MAX_PENDING_PER_USER=limit)
     broker.fault("create", reply(500, {"message": "down"}))
     for _ in range(limit):
@@ -435,8 +436,8 @@ def test_failed_starts_count_against_the_pending_limit(
     response = alice_client.post(START)
     assert response.status_code == 429
     assert (snapshot(), dict(broker.counts), fired.names) == (before, {}, [])
-    # Older than SESSION_MAX_AGE, they count no more.
-    old = rows[0].created_at - datetime.timedelta(seconds=1801)
+    # A minute later they count no more: the user is not locked out once the broker is back.
+    old = rows[0].created_at - datetime.timedelta(seconds=flow.FAILED_START_WINDOW + 1)
     Identification.objects.update(created_at=old)
     response = alice_client.post(START)
     assert (response.status_code, broker.counts["create"]) == (302, 1)

@@ -6,13 +6,15 @@ system check for a Strict session cookie without the interstitial.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
 from django.core import checks
-from django.test import Client
+from django.template.loader import render_to_string
+from django.test import Client, RequestFactory
 
 from django_eid.client import EidClient
 from django_eid.conf import DEFAULTS
@@ -61,7 +63,8 @@ def _result_page(start: Callable[..., Started], client: Client, broker: FakeBrok
 
 def _callback(kind: str, tamper: str = "") -> Callable[..., Any]:
     def hit(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
-        ends = "pending" if tamper == "in progress" else kind
+        # Expired: a session abandoned at the broker (a late SUCCESS would be stored).
+        ends = "pending" if tamper in ("in progress", "expired") else kind
         started = start(display="iframe" if tamper == "iframe" else "redirect", ends=ends)
         if tamper == "in progress":  # filled by hand: the session is still at the broker
             url = started.error_url(p1=started.request_id)
@@ -292,3 +295,57 @@ def test_the_http_session_carries_no_default_credentials() -> None:
     http = EidClient().http
     assert isinstance(http, requests.Session)
     assert http.auth is None  # credentials go per call, never via .netrc
+
+
+FRAME_CONTEXT = {
+    "broker_url": "https://id.broker.test/start?s=1",
+    "broker_origin": "https://id.broker.test",
+    "status_url": "/eid/status/ref/",
+    "poll_interval": 2000,
+    "poll_for": 1815000,
+    "web_messaging_script": WEB_MESSAGING_SCRIPT,
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "nonce"),
+    [("django-csp", "bm9uY2UtY3Nw"), ("Django's own CSP", "bm9uY2UtZGphbmdv"), (None, None)],
+)
+def test_the_frame_pages_scripts_carry_the_sites_csp_nonce(
+    rf: RequestFactory, provider: str | None, nonce: str | None
+) -> None:
+    """A site whose policy allows scripts by nonce: the frame page's own script and the
+    broker's both carry it, from django-csp (``request.csp_nonce``) or Django's built-in CSP
+    (``csp_nonce`` in the context); without either, no attribute."""
+    request = rf.get("/eid/frame/ref/")
+    context = dict(FRAME_CONTEXT)
+    if provider == "django-csp":
+        request.csp_nonce = nonce  # type: ignore[attr-defined]
+    elif provider is not None:
+        context["csp_nonce"] = nonce
+    page = render_to_string("django_eid/iframe.html", context, request=request)
+    scripts = re.findall(r"<script\b[^>]*>", page)
+    assert len(scripts) == 2
+    for tag in scripts:
+        assert ("nonce=" in tag) is (nonce is not None)
+        if nonce is not None:
+            assert f'nonce="{nonce}"' in tag
+    assert f'<script src="{WEB_MESSAGING_SCRIPT}"' in page
+
+
+@pytest.mark.parametrize("template", ["frame_exit", "resume"])
+def test_the_other_inline_scripts_carry_the_sites_csp_nonce(
+    rf: RequestFactory, template: str
+) -> None:
+    context = {"destination": "/account/", "action": "/pay/", "fields": []}
+    for nonce_in in ("request", "context"):
+        request = rf.get("/")
+        if nonce_in == "request":
+            request.csp_nonce = "cmVxdWVzdA"  # type: ignore[attr-defined]
+        page = render_to_string(
+            f"django_eid/{template}.html",
+            context if nonce_in == "request" else {**context, "csp_nonce": "Y29udGV4dA"},
+            request=request,
+        )
+        nonce = "cmVxdWVzdA" if nonce_in == "request" else "Y29udGV4dA"
+        assert f'<script nonce="{nonce}">' in page

@@ -69,7 +69,6 @@ REFUSED_STATUSES = [
     "UNKNOWN",
     "success",
     "SUCCESS ",
-    "",
     "SUCCESSFUL",
     "NEW_FUTURE_STATUS",
 ]
@@ -115,6 +114,33 @@ def test_a_record_still_in_progress_leaves_the_session_pending(
     assert alice_client.get(started.success_url()).status_code == 409
     assert (snapshot(), fired.names) == (before, [])
     broker.heal(request_id=started.request_id)
+    assert_genuine_completes(alice_client, started, "success", fired, alice)
+
+
+@pytest.mark.parametrize("kind", ["success", "error"])
+@pytest.mark.parametrize("status", ["", None, ...], ids=["empty", "null", "absent"])
+def test_a_record_without_a_status_leaves_the_session_pending(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    caplog: pytest.LogCaptureFixture,
+    status: Any,
+    kind: str,
+) -> None:
+    """A record that cannot say how the session ended decides nothing: not an ERROR for good
+    (the broker may answer properly later), a 409 that the user may reload, and a log line."""
+    started = start()
+    fired.clear()
+    rid = started.request_id
+    broker.answer_record(rid, record(rid, Status=status))
+    before = snapshot()
+    url = started.success_url() if kind == "success" else started.error_url(p1=rid)
+    assert alice_client.get(url).status_code == 409
+    assert (snapshot(), fired.names) == (before, [])
+    assert any("has no Status" in r.getMessage() for r in caplog.records)
+    broker.heal(request_id=rid)
     assert_genuine_completes(alice_client, started, "success", fired, alice)
 
 
