@@ -14,8 +14,8 @@ The broker still returns the browser to django-eid's own return URLs: they finis
 identification and then send the browser to the front end (``FRONTEND_URLS``). A return
 that reaches a browser without the session that started it (a mobile app's browser, a
 token-authenticated front end) is forwarded to the front end with the broker's ids, and
-the front end finishes it with :class:`ReturnView`, proving with its credentials that
-the return reached the owner.
+the front end finishes it with :class:`ReturnView`, showing with the one-time ``secret``
+of its start that the return reached the front end that started it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import datetime
 import functools
 import json
 import logging
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -42,7 +43,7 @@ from django.http import (
     JsonResponse,
     QueryDict,
 )
-from django.http.request import RawPostDataException, split_domain_port
+from django.http.request import RawPostDataException
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -53,13 +54,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import __version__, flow, outcomes, state, vocabulary
+from django_eid import __version__, crypto, flow, outcomes, state, vocabulary
 from django_eid.conf import eid_settings
-from django_eid.crypto import DecryptionError
 from django_eid.models import Identification, fit, max_length
 from django_eid.outcomes import Outcome
 from django_eid.requirements import MAX_AGE_LIMIT, Demand
-from django_eid.views import same_origin_referrer
+from django_eid.views import login_not_required, same_origin_referrer
 
 logger = logging.getLogger("django_eid")
 
@@ -171,7 +171,7 @@ def identity_json(row: Identification) -> dict[str, Any]:
     if eid_settings.API_EXPOSE_SOCIAL_SECURITY_NUMBER:
         try:
             masked = row.masked_social_security_number
-        except DecryptionError:  # stored under a key that was removed: not known any more
+        except crypto.DecryptionError:  # stored under a key that was removed: not known any more
             masked = ""
         data["social_security_number"] = masked or None
     return data
@@ -258,10 +258,14 @@ def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ..
     """Authenticate with REST framework's classes (their own CSRF rules included)."""
     from rest_framework import exceptions
     from rest_framework.authentication import SessionAuthentication
+    from rest_framework.parsers import JSONParser
     from rest_framework.request import Request
 
     authenticators = [cls() for cls in _authentication_classes(paths)]
-    wrapped = Request(request, authenticators=authenticators)
+    # SessionAuthentication's CSRF check reads the form fields (request.POST), which REST
+    # framework parses with these parsers: JSON bodies must parse (the view reads the body
+    # again from Django's cache of it).
+    wrapped = Request(request, authenticators=authenticators, parsers=[JSONParser()])
     challenge = authenticators[0].authenticate_header(wrapped) if authenticators else None
     headers = {"WWW-Authenticate": challenge} if challenge else {}
     try:
@@ -270,7 +274,12 @@ def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ..
         # SessionAuthentication's CSRF check.
         logger.warning("Refused a django-eid API call: %s", err.detail)
         raise Problem(outcomes.CSRF_FAILED) from err
-    except exceptions.APIException as err:  # AuthenticationFailed, NotAuthenticated
+    except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed) as err:
+        raise Problem(outcomes.LOGIN_REQUIRED, headers=headers) from err
+    except (exceptions.ParseError, exceptions.UnsupportedMediaType) as err:
+        raise Problem(outcomes.INVALID_BODY) from err
+    except exceptions.APIException as err:  # a class's own refusal (throttling ...)
+        logger.warning("An API_AUTHENTICATION_CLASSES class refused a call: %s", err.detail)
         raise Problem(outcomes.LOGIN_REQUIRED, headers=headers) from err
     if not getattr(user, "is_authenticated", False):
         raise Problem(outcomes.LOGIN_REQUIRED, headers=headers)
@@ -282,6 +291,7 @@ def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ..
 
 # -- the views ----------------------------------------------------------------------------------
 @method_decorator(csrf_exempt, name="dispatch")  # checked in authenticate(), answered as JSON
+@method_decorator(login_not_required, name="dispatch")  # 401 JSON, never the login page
 @method_decorator(never_cache, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")
@@ -303,13 +313,22 @@ class ApiView(View):
             allowed = ", ".join(m.upper() for m in self.http_method_names)
             return Problem(outcomes.METHOD_NOT_ALLOWED, headers={"Allow": allowed}).response()
         handler: Callable[..., HttpResponse] = getattr(self, method)
+        unsafe = method not in ("get", "head")
         try:
+            if unsafe:
+                # Read (and keep) the body before any CSRF check parses form fields from
+                # its stream: the view reads it afterwards.
+                _body(request)
             caller = None
             if not self.public:
-                caller = authenticate(request, unsafe=method not in ("get", "head"))
+                caller = authenticate(request, unsafe=unsafe)
             return handler(request, caller, *args, **kwargs)
         except Problem as problem:
             return problem.response()
+        except SuspiciousOperation as err:
+            # More query fields than DATA_UPLOAD_MAX_NUMBER_FIELDS and the like: JSON too.
+            logger.warning("Refused a django-eid API call: %s", type(err).__name__)
+            return Problem(outcomes.INVALID_REQUEST).response()
 
     @staticmethod
     def own_row(caller: Caller, reference: str) -> Identification:
@@ -324,18 +343,23 @@ class ApiView(View):
         return row
 
 
-def read_object(request: HttpRequest) -> dict[str, Any]:
-    """The JSON object of ``request``'s body (an empty body is ``{}``)."""
-    content_type = (request.content_type or "").lower()
+def _body(request: HttpRequest) -> bytes:
+    """``request.body``, or :class:`Problem` when Django will not read it."""
     try:
-        raw = request.body
+        return request.body
     except (RequestDataTooBig, SuspiciousOperation) as err:
         raise Problem(outcomes.INVALID_BODY) from err
     except RawPostDataException as err:
-        # A multipart form, whose stream the CSRF check read (request.POST): not JSON.
+        # A multipart form whose stream was read already (request.POST): not JSON.
         raise Problem(
             outcomes.INVALID_BODY, message=gettext("Send the body as application/json.")
         ) from err
+
+
+def read_object(request: HttpRequest) -> dict[str, Any]:
+    """The JSON object of ``request``'s body (an empty body is ``{}``)."""
+    content_type = (request.content_type or "").lower()
+    raw = _body(request)
     if not raw.strip():
         return {}
     if content_type != "application/json":
@@ -371,18 +395,18 @@ def _parent_host(request: HttpRequest) -> str | None:
     """The host of the front end that will frame the broker, from the ``Origin`` header,
     when it is one of ``FRONTEND_ALLOWED_HOSTS``; else ``None`` (the API's own host).
 
-    A host is listed with its port (``localhost:3000``, as ``FRONTEND_URLS`` on it need),
-    or without one for any port; exact names only, as for ``next`` and ``FRONTEND_URLS``.
+    Matched as ``next`` and ``FRONTEND_URLS`` are: the exact host, with its port when that
+    is not the default (``localhost:3000``).
     """
     origin = request.headers.get("Origin")
     if not origin:
         return None
-    netloc = urlsplit(origin).netloc.lower()
-    domain, _port = split_domain_port(netloc)
-    allowed = [host.lower() for host in eid_settings.FRONTEND_ALLOWED_HOSTS]
-    if domain and (netloc in allowed or domain in allowed):
-        return netloc
-    return None
+    try:
+        netloc = urlsplit(origin).netloc.lower()
+    except ValueError:  # "http://[::1": not an origin
+        return None
+    allowed = {host.lower() for host in eid_settings.FRONTEND_ALLOWED_HOSTS}
+    return netloc if netloc and netloc in allowed else None
 
 
 def _provider_error(provider: str | None, demand: Demand) -> FieldError | None:
@@ -428,6 +452,9 @@ class StartView(ApiView):
                 errors.append(error)
         if errors:
             raise Problem.invalid(errors)
+        # The front end keeps it (as the browser keeps its session): a return that reaches
+        # the front end with it is one the front end that started received (api-return).
+        secret = secrets.token_urlsafe(32)
         try:
             started = flow.start(
                 caller.user,
@@ -446,6 +473,7 @@ class StartView(ApiView):
                 channel=Identification.Channel.API,
                 next_hosts=frontends,
                 parent_host=_parent_host(request),
+                return_key=crypto.secret_hash(secret),
                 request=request,
             )
         except flow.Refused as refused:
@@ -461,6 +489,7 @@ class StartView(ApiView):
             "url": started.url,
             "display": row.display,
             "expires_at": expires_at,
+            "secret": secret,
         }
         return answer(body, status=201, headers={"Location": location})
 
@@ -499,18 +528,21 @@ class CancelView(ApiView):
 
 
 class ReturnView(ApiView):
-    """``POST {"query": "..."}``: finish an identification from a return the front end was
-    forwarded (its query string as received: ``eid_return`` and the broker's ids).
+    """``POST {"query": "...", "secret": "..."}``: finish an identification started through
+    the API from a return the front end was forwarded (its query string as received:
+    ``eid_return`` and the broker's ids).
 
-    For front ends that authenticate without the site's session (a token): their
-    credentials show the return reached the owner. With the session, the browser must be
-    the one that started, as for the return URLs themselves.
+    The return must reach the front end that started, as a return URL must reach the
+    browser that started: ``secret`` is the one ``api-start`` answered (a session-
+    authenticated browser that started it may leave it out). Being logged in as the owner
+    is not enough: a browser logged into the owner's account by somebody else would finish
+    that somebody's identification with the identity of whoever holds the browser.
     """
 
     http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
 
     def post(self, request: HttpRequest, caller: Caller, reference: str) -> HttpResponse:
-        values, errors = _strings(read_object(request), ("query",))
+        values, errors = _strings(read_object(request), ("query", "secret"))
         if errors:
             raise Problem.invalid(errors)
         try:
@@ -520,14 +552,20 @@ class ReturnView(ApiView):
         kinds = params.get(outcomes.RETURN_PARAM, [])
         if len(kinds) != 1 or kinds[0] not in (flow.SUCCESS, flow.ABORT, flow.ERROR):
             raise Problem(outcomes.MALFORMED_LINK)
-        holds = state.holds(request, reference) if caller.via_session else True
+        row = self.own_row(caller, reference)
+        started_here = crypto.same_secret(values.get("secret"), row.return_key) or (
+            caller.via_session and state.holds(request, reference)
+        )
+        if row.channel != Identification.Channel.API:
+            # Started from the HTML pages: only its own return URL, in its browser, ends it.
+            started_here = False
         try:
             returned = flow.return_to(
                 kinds[0],
                 user=caller.user,
                 reference=reference,
                 params=params,
-                browser_holds=holds,
+                browser_holds=started_here,
                 request=request,
             )
         except flow.Refused as refused:

@@ -135,6 +135,19 @@ def lookup_hashes(value: str) -> list[str]:
 
 
 @lru_cache(maxsize=8)
+def secret_hash(secret: str) -> str:
+    """The SHA-256 of a random one-time secret, hex: what is stored of it. (A secret of 256
+    random bits needs no key or salt: nothing about it can be guessed from its hash.)"""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def same_secret(secret: str | None, stored: str) -> bool:
+    """Whether ``secret`` is the one whose :func:`secret_hash` is ``stored`` (constant time)."""
+    if not secret or not stored:
+        return False
+    return hmac.compare_digest(secret_hash(secret), stored)
+
+
 def _device_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(_hkdf(base64.urlsafe_b64decode(k), b"django-eid:device") for k in keys)
 

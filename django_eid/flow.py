@@ -82,9 +82,10 @@ REFERENCE_RE: Final = re.compile(r"^[A-Za-z0-9_-]{16,64}\Z")
 PLACEHOLDER_MAX: Final = 512
 #: The three return URLs.
 SUCCESS, ABORT, ERROR = "success", "abort", "error"
-#: Seconds a start that failed at the broker counts toward ``MAX_PENDING_PER_USER``. Failed
-#: starts count only to stop a client hammering a failing broker, not to ration a user: once
-#: the broker is back, the user may start again within a minute.
+#: Seconds a start that failed at the broker, or an identification the user cancelled,
+#: counts toward ``MAX_PENDING_PER_USER``. Only to stop a client hammering a failing broker,
+#: or starting and cancelling in a loop (each start is a billed session), not to ration a
+#: user: once the broker is back, or after a cancel, the user may start again within a minute.
 FAILED_START_WINDOW: Final = 60
 
 
@@ -218,19 +219,20 @@ def pending_count(user: Any) -> int:
 
 def unfinished_count(user: Any) -> int:
     """What ``MAX_PENDING_PER_USER`` limits: the user's pending identifications younger than
-    ``SESSION_MAX_AGE``, and the starts that failed at the broker in the last
-    :data:`FAILED_START_WINDOW` seconds."""
+    ``SESSION_MAX_AGE``, and the starts that failed at the broker and the identifications
+    cancelled in the last :data:`FAILED_START_WINDOW` seconds."""
     now = timezone.now()
     since = now - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
-    failed_since = now - datetime.timedelta(seconds=FAILED_START_WINDOW)
+    recently = now - datetime.timedelta(seconds=FAILED_START_WINDOW)
     pending = Q(status=Status.PENDING, created_at__gte=since)
     failed = Q(
         status=Status.ERROR,
         request_id__isnull=True,
         anonymized_at__isnull=True,
-        created_at__gte=failed_since,
+        created_at__gte=recently,
     )
-    return Identification.objects.filter(pending | failed, user=user).count()
+    cancelled = Q(status=Status.ABORTED, completed_at__gte=recently)
+    return Identification.objects.filter(pending | failed | cancelled, user=user).count()
 
 
 def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
@@ -268,6 +270,7 @@ def start(
     channel: str = Identification.Channel.HTML,
     next_hosts: Collection[str] = (),
     parent_host: str | None = None,
+    return_key: str = "",
     request: HttpRequest | None = None,
 ) -> Started:
     """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
@@ -281,6 +284,8 @@ def start(
     broker is asked to pre-fill that person's number. ``channel``: the front end that
     starts it, which decides where its returns lead (:func:`django_eid.outcomes.destination`).
     ``parent_host``: the host of the page that frames the broker, when not ``host``.
+    ``return_key``: the hash of a secret the front end keeps (:func:`crypto.secret_hash`),
+    which then shows a return reached it (``api-return``).
 
     Raises :class:`Refused` before anything is sent (a bad choice, too many pending,
     no configuration), or :class:`BrokerFailed` once an ``ERROR`` row records the failure.
@@ -312,6 +317,7 @@ def start(
         display=display,
         next_url=next_url,
         channel=channel,
+        return_key=return_key,
         identity_provider=chosen or "",
         # The starting browser, for completion without its callback; not the values. Empty
         # when it cannot be recognised (no valid address, no user agent): never matched.

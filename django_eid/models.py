@@ -193,6 +193,9 @@ class Identification(models.Model):
     #: A keyed hash of the starting browser's IP address and user agent (never the values):
     #: what completion without the browser's callback compares the broker's record with.
     device_key = models.CharField(_("starting device"), max_length=64, blank=True, editable=False)
+    #: The SHA-256 of the one-time secret a JSON API start gave its front end, which
+    #: ``api-return`` asks for (the token clients' equivalent of the browser's state).
+    return_key = models.CharField(_("return key"), max_length=64, blank=True, editable=False)
 
     user_agent = models.TextField(_("user agent"), max_length=1000, blank=True)
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
@@ -304,11 +307,12 @@ class Identification(models.Model):
 
     @property
     def masked_social_security_number(self) -> str:
-        """The national identity number with all but its last two digits hidden."""
+        """The national identity number with all but the digits of the date of birth hidden
+        (:func:`django_eid.national_id.mask`): ``310185•••••``."""
+        from django_eid import national_id
+
         number = self.social_security_number or ""
-        if not number:
-            return ""
-        return "\u2022" * max(0, len(number) - 2) + number[-2:]
+        return national_id.mask(number, self.national_id_country) if number else ""
 
 
 class PersonClaim(models.Model):

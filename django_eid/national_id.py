@@ -41,6 +41,7 @@ __all__ = [
     "compose_norwegian",
     "compose_swedish",
     "format_swedish_10",
+    "mask",
     "parse",
 ]
 
@@ -118,6 +119,26 @@ class NationalId:
             f"NationalId(country={self.country!r}, kind={self.kind!r}, "
             f"number='…{self.number[-2:]}')"
         )
+
+
+#: How many leading characters of a canonical number tell its date of birth (and the century,
+#: in Finland), and nothing else; its length.
+_BIRTH_PART: Final = {NORWAY: (6, 11), SWEDEN: (8, 12), DENMARK: (6, 10), FINLAND: (7, 11)}
+#: What hides a character in a masked number.
+MASK: Final = "\u2022"
+
+
+def mask(number: str, country: str | None) -> str:
+    """``number`` with every character hidden but those that tell its date of birth.
+
+    The individual digits and the check digits are hidden alike: with the date of birth,
+    shown beside it, the last digits alone would leave a handful of candidates. A number
+    whose country is not known, or not in its canonical form, is hidden whole.
+    """
+    keep, length = _BIRTH_PART.get(country or "", (0, 0))
+    if len(number) != length:
+        keep = 0
+    return number[:keep] + MASK * (len(number) - keep)
 
 
 class _Refused(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -280,6 +281,11 @@ def _completion_and_frames(s: EidSettings) -> Iterator[Problem]:
         )
 
 
+#: A host as ``FRONTEND_ALLOWED_HOSTS`` matches it: exactly, so no leading dot or wildcard.
+_HOST_RE: Final = re.compile(
+    r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?"
+)
+
 #: What the checks fill in for ``{reference}`` before judging a ``FRONTEND_URLS`` URL.
 _SAMPLE_REFERENCE: Final = "A" * 32
 
@@ -290,13 +296,14 @@ def _json_api(s: EidSettings) -> Iterator[Problem]:
     if (
         isinstance(hosts, str)
         or not isinstance(hosts, list | tuple)
-        or not all(isinstance(h, str) and h for h in hosts)
+        or not all(isinstance(h, str) and _HOST_RE.fullmatch(h) for h in hosts)
     ):
         yield Problem(
             "django_eid.E025",
             "error",
             "DJANGO_EID['FRONTEND_ALLOWED_HOSTS'] must be a list of host names.",
-            "For example ['app.example.com']; a path needs no host.",
+            "For example ['app.example.com', 'localhost:3000']: exact names, with the port "
+            "when it is not the default; no patterns ('.example.com', '*'), no scheme.",
         )
         hosts = ()
     urls = s.raw("FRONTEND_URLS")

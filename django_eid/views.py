@@ -50,6 +50,18 @@ logger = logging.getLogger("django_eid")
 RETRY_PARAM = "eid_retry"
 
 
+def login_not_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Django's ``login_not_required`` (5.1+; nothing to do before it): for the views that
+    answer an anonymous visitor themselves, so ``LoginRequiredMiddleware`` does not send
+    them to the login page. A return URL must work without the session (the interstitial,
+    another browser), a JSON answer is a 401, never a redirect."""
+    try:
+        from django.contrib.auth.decorators import login_not_required as exempt
+    except ImportError:  # Django < 5.1: there is no LoginRequiredMiddleware
+        return view
+    return exempt(view)
+
+
 def same_origin_referrer(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """Send ``Referrer-Policy: same-origin`` whatever the site's own policy.
 
@@ -253,6 +265,7 @@ class FrameView(LoginRequiredMixin, View):
         return response
 
 
+@method_decorator(login_not_required, name="dispatch")
 @method_decorator(never_cache, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
@@ -288,6 +301,7 @@ class StatusView(View):
 STATUS_POLL_INTERVAL = 2.0
 
 
+@method_decorator(login_not_required, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_sameorigin, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")

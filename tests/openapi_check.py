@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 import jsonschema
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import HttpRequest, HttpResponse
 from django.http.request import RawPostDataException
 from django.urls import reverse
@@ -62,9 +62,15 @@ def check_response(request: HttpRequest, response: HttpResponse) -> None:
         problem = document["components"]["schemas"]["Problem"]
         _validate_json(response, problem, document, f"{request.method} {path}")
         return
+    try:
+        checked = _Request(request)
+    except TooManyFieldsSent:
+        # openapi-core cannot read such a query either: check the answer by hand.
+        _check_too_many_fields(document, request, response, path)
+        return
     errors = list(
         openapi(api_prefix().rstrip("/")).iter_response_errors(
-            _Request(request), DjangoOpenAPIResponse(response)
+            checked, DjangoOpenAPIResponse(response)
         )
     )
     if errors:
@@ -73,6 +79,30 @@ def check_response(request: HttpRequest, response: HttpResponse) -> None:
             f"{request.method} {request.path} answered {response.status_code} "
             f"{response.content[:500]!r}, which the OpenAPI document does not describe: {details}"
         )
+
+
+def _check_too_many_fields(
+    document: dict[str, Any], request: HttpRequest, response: HttpResponse, path: str
+) -> None:
+    """The answer to a query of more fields than Django reads: the operation's ``400``."""
+    method = (request.method or "").lower()
+    operation = next(
+        (
+            item.get(method)
+            for template, item in document["paths"].items()
+            if _matches(template, path)
+        ),
+        None,
+    )
+    if operation is None or response.status_code != 400 or "400" not in operation["responses"]:
+        raise OpenAPIMismatch(f"{request.method} {path}: {response.status_code} undescribed")
+    problem = document["components"]["schemas"]["Problem"]
+    _validate_json(response, problem, document, f"{request.method} {path}")
+
+
+def _matches(template: str, path: str) -> bool:
+    head, _, tail = template.partition("{reference}")
+    return path == template or (bool(tail) and path.startswith(head) and path.endswith(tail))
 
 
 def _operations(document: dict[str, Any], request: HttpRequest) -> set[str] | None:

@@ -30,6 +30,7 @@ from django_eid.national_id import (
     compose_norwegian,
     compose_swedish,
     format_swedish_10,
+    mask,
     parse,
 )
 
@@ -770,3 +771,24 @@ def test_any_text_is_read_or_refused_cleanly(value: str, country: str | None) ->
         assert nid.birth_date <= TODAY
         # The canonical form reads back the same in its own country.
         assert parse(nid.number, country=nid.country, today=TODAY) == nid
+
+
+# -- mask -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("number", "country", "masked"),
+    [
+        ("14038512345", "NO", "140385•••••"),
+        ("198112289874", "SE", "19811228••••"),
+        ("0707614285", "DK", "070761••••"),
+        ("131052-308T", "FI", "131052-••••"),
+        # Not the canonical length of its country, or no country: nothing is shown.
+        ("8112289874", "SE", "••••••••••"),
+        ("14038512345", "", "•••••••••••"),
+        ("14038512345", None, "•••••••••••"),
+        ("14038512345", "XX", "•••••••••••"),
+        ("", "NO", ""),
+    ],
+)
+def test_mask_keeps_only_the_date_of_birth(number: str, country: str | None, masked: str) -> None:
+    assert mask(number, country) == masked
+    assert len(mask(number, country)) == len(number)

@@ -30,9 +30,11 @@ from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.store import CacheStore
 from django_eid.sandbox.wire import Reply, Session
+from django_eid.views import login_not_required
 from django_eid.vocabulary import BROKER_TO_DJANGO_LANGUAGE
 
 
+@method_decorator(login_not_required, name="dispatch")  # the broker's pages: no site login
 class SandboxView(View):
     """Base of the sandbox views: the DEBUG gate and the broker."""
 

@@ -93,6 +93,8 @@ class Api:
     def __init__(self, client: Client, headers: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.headers = dict(headers or {})
+        #: The ``secret`` of each identification this front end started, as it keeps them.
+        self.secrets: dict[str, str] = {}
 
     def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         return {**self.headers, **(headers or {})}
@@ -129,7 +131,11 @@ class Api:
 
     # -- the endpoints -------------------------------------------------------------------
     def start(self, body: Any = None, **kwargs: Any) -> Any:
-        return self.post("/identifications/", body, **kwargs)
+        response = self.post("/identifications/", body, **kwargs)
+        if response.status_code == 201:
+            started = response.json()
+            self.secrets[started["reference"]] = started["secret"]
+        return response
 
     def identification(self, reference: str, **kwargs: Any) -> Any:
         return self.get(f"/identifications/{reference}/", **kwargs)
@@ -137,9 +143,16 @@ class Api:
     def cancel(self, reference: str, **kwargs: Any) -> Any:
         return self.post(f"/identifications/{reference}/cancel/", **kwargs)
 
-    def finish(self, reference: str, query: str, **kwargs: Any) -> Any:
-        """``api-return`` with the query string the front end was forwarded."""
-        return self.post(f"/identifications/{reference}/return/", {"query": query}, **kwargs)
+    def finish(
+        self, reference: str, query: str, *, secret: str | None = None, **kwargs: Any
+    ) -> Any:
+        """``api-return`` with the query string the front end was forwarded, and the secret
+        of the start this front end kept (``secret=""``: none; else that one)."""
+        body = {"query": query}
+        kept = self.secrets.get(reference) if secret is None else secret
+        if kept:
+            body["secret"] = kept
+        return self.post(f"/identifications/{reference}/return/", body, **kwargs)
 
     def me(self, query: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         return self.get("/me/", query, **kwargs)

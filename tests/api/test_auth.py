@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import django
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
@@ -230,3 +231,53 @@ def test_a_method_not_allowed(
 def test_a_method_not_allowed_is_405_even_for_nobody() -> None:
     response = Api(Client()).request("DELETE", "/me/")
     problem(response, 405, "method_not_allowed")
+
+
+def test_rest_framework_s_session_authentication_reads_a_json_body(
+    alice: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    """Its CSRF check reads the request's data: a JSON body must parse there, not fail as
+    an unsupported form (which once answered a logged-in user ``401``)."""
+    eid(API_AUTHENTICATION_CLASSES=[*TOKEN_AUTH, *SESSION_AUTH])
+    browser, token = csrf_browser(alice)
+    started = api_start(browser, broker, {"display": "iframe"}, headers={"X-CSRFToken": token})
+    assert started.row.display == Identification.Display.IFRAME
+    refused = browser.start({"display": "iframe"}, headers={"X-CSRFToken": "x" * 64})
+    problem(refused, 403, "csrf_failed")
+    garbled = browser.start(raw="{not json", headers={"X-CSRFToken": token})
+    problem(garbled, 400, "invalid_body")
+
+
+def test_an_unimportable_authentication_class_is_a_documented_503(
+    api: Api, eid: Callable[..., None]
+) -> None:
+    eid(API_AUTHENTICATION_CLASSES=["nowhere.Nothing"])
+    problem(api.me(), 503, "not_available")
+    problem(api.start(), 503, "not_available")
+
+
+@pytest.mark.skipif(django.VERSION < (5, 1), reason="LoginRequiredMiddleware is Django 5.1+")
+@pytest.mark.parametrize(("method", "path"), PROTECTED)
+def test_login_required_middleware_leaves_the_api_to_answer(
+    broker: ScriptedBroker, settings: Any, method: str, path: str
+) -> None:
+    """A site with Django's ``LoginRequiredMiddleware`` still gets ``401`` JSON (the API's
+    views are exempt and authenticate themselves), and a token app reaches the API."""
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    problem(call(Api(Client()), method, path), 401, "login_required")
+    assert Client().get("/eid/api/schema/").status_code == 200
+
+
+@pytest.mark.skipif(django.VERSION < (5, 1), reason="LoginRequiredMiddleware is Django 5.1+")
+def test_login_required_middleware_lets_a_token_app_in(
+    app: Api, broker: ScriptedBroker, settings: Any
+) -> None:
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    assert app.me().status_code == 200
+    api_start(app, broker)

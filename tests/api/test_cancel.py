@@ -196,3 +196,15 @@ def test_a_broker_that_cannot_invalidate_does_not_stop_the_cancel(
     assert len(warnings) == 1
     assert warnings[0].levelno == logging.WARNING
     assert started.request_id not in warnings[0].getMessage()
+
+
+def test_a_start_cancel_loop_is_bounded_by_the_pending_limit(
+    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    """A cancelled identification counts against MAX_PENDING_PER_USER for a minute, as a
+    failed start does: cancelling cannot create broker sessions (billed) without end."""
+    eid(MAX_PENDING_PER_USER=1)
+    started = api_start(api, broker)
+    assert api.cancel(started.reference).status_code == 200
+    problem(api.start(), 429, "too_many_pending")
+    assert len(broker.create_requests) == 1

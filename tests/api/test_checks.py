@@ -96,6 +96,10 @@ ERRORS: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": HOST}),
     ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": [HOST, 5]}),
     ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": [""]}),
+    # Matched exactly: a pattern would silently match nothing.
+    ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": [".example.com"]}),
+    ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": ["*"]}),
+    ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": ["https://app.example.com"]}),
     ("django_eid.E025", {"FRONTEND_ALLOWED_HOSTS": {HOST: True}}),
     (
         "django_eid.E026",

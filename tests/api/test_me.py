@@ -194,3 +194,9 @@ def test_several_conditions_that_are_not_valid(api: Api) -> None:
 def test_unknown_parameters_are_ignored(api: Api, alice: AbstractBaseUser) -> None:
     verification(alice)
     assert api.me({"format": "json", "_": "1712345678"}).json() is not None
+
+
+def test_too_many_query_parameters_are_a_json_400(api: Api, settings: Any) -> None:
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 10
+    query = {f"p{i}": "1" for i in range(20)}
+    problem(api.me(query), 400, "invalid_request")

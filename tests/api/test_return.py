@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import django
 import pytest
 import requests
 from django.test import Client
@@ -17,6 +18,7 @@ from tests.api.conftest import (
     FRONTEND,
     OTHER_DEVICE,
     SAME_DEVICE,
+    TOKEN_AUTH,
     UA,
     Api,
     Started,
@@ -24,8 +26,11 @@ from tests.api.conftest import (
     fields_of,
     identified,
     problem,
+    query_of,
+    token_client,
 )
 from tests.fixtures_broker import SAMPLE, SSN, ScriptedBroker
+from tests.fixtures_views import logged_in
 from tests.flow.conftest import SignalLog
 
 pytestmark = pytest.mark.django_db
@@ -400,3 +405,74 @@ def test_a_return_of_a_row_under_a_removed_key(
     response = app.finish(started.reference, ids_query(started))
     assert response.status_code == 200
     assert response.json()["identity"]["social_security_number"] is None
+
+
+# -- the start's secret: the front end that started, not only the account -----------------------
+def almost(secret: str) -> str:
+    """``secret`` with its last character changed (always: never to itself)."""
+    return secret[:-1] + ("B" if secret.endswith("A") else "A")
+
+
+def test_the_owner_s_token_without_the_start_s_secret_cannot_finish(
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None], signal_log: SignalLog
+) -> None:
+    """The relay: the owner starts in his app and gets somebody else to identify at the
+    broker's ``url`` on her phone; her browser is forwarded with the ids. Holding that URL
+    and the owner's token is not enough: the secret stayed in the front end that started."""
+    eid(COMPLETE_WITHOUT_CALLBACK="never")
+    started = api_start(app, broker)
+    query = query_of(forwarded(identified(broker, started, OTHER_DEVICE)))
+    stranger = Api(app.client, headers=app.headers)  # the same token, not the start's memory
+    for secret in ("", "x" * 43, almost(app.secrets[started.reference])):
+        refused = problem(
+            stranger.finish(started.reference, query, secret=secret), 403, "not_this_browser"
+        )
+        assert "identity" not in refused
+    assert started.refresh().status == Status.PENDING
+    assert broker.retrieve_requests == []
+    assert signal_log.of("identification_succeeded") == []
+    # The front end that started still finishes it.
+    assert app.finish(started.reference, query).json()["status"] == "SUCCESS"
+
+
+def test_the_secret_is_kept_only_as_a_hash(app: Api, broker: ScriptedBroker) -> None:
+    started = api_start(app, broker)
+    secret = started.response.json()["secret"]
+    assert len(secret) >= 43
+    row = started.row
+    assert row.return_key
+    assert secret not in row.return_key
+    assert secret not in json.dumps(row.raw or {})
+
+
+def test_an_identification_started_from_the_html_pages_is_not_finished_here(
+    alice: Any, broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    """Its return URL is bound to its browser; a token holding its ids does not replace it."""
+    browser = logged_in(alice, HTTP_USER_AGENT=UA)
+    assert browser.post("/eid/start/", {"display": "redirect"}).status_code == 302
+    row = Identification.objects.get()
+    assert row.channel == Identification.Channel.HTML
+    broker.broker.open(row.request_id)
+    broker.broker.identify(row.request_id, SAMPLE, **OTHER_DEVICE)
+    eid(API_AUTHENTICATION_CLASSES=TOKEN_AUTH)
+    app = token_client(alice)
+    query = f"eid_return=success&requestId={row.request_id}&externalId={row.external_id}"
+    problem(app.finish(row.reference, query, secret="x" * 43), 403, "not_this_browser")
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+
+
+@pytest.mark.skipif(django.VERSION < (5, 1), reason="LoginRequiredMiddleware is Django 5.1+")
+def test_login_required_middleware_does_not_stop_the_return_in_another_browser(
+    app: Api, broker: ScriptedBroker, settings: Any
+) -> None:
+    """The phone's browser has no session: the return URL must still reach the front end."""
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
+    started = api_start(app, broker)
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    assert urlsplit(url).netloc == urlsplit(FRONTEND["success"]).netloc
+    assert app.finish(started.reference, query_of(url)).json()["status"] == "SUCCESS"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import gettext
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,12 @@ def test_a_start_answers_201_with_where_to_send_the_user(
     started = api_start(api, broker)
     response = started.response
     body = response.json()
-    assert set(body) == {"reference", "url", "display", "expires_at"}
+    assert set(body) == {"reference", "url", "display", "expires_at", "secret"}
     assert body["reference"] == started.reference
+    # A one-time secret of 256 bits; only its hash is stored.
+    assert len(body["secret"]) >= 43
+    assert body["secret"] not in started.row.return_key
+    assert started.row.return_key == hashlib.sha256(body["secret"].encode()).hexdigest()
     assert body["url"] == BROKER_PAGE
     assert body["display"] == "redirect"
     row = started.row
@@ -128,9 +133,11 @@ def test_a_provider_is_asked_for(
 @pytest.mark.parametrize(
     ("origin", "domain"),
     [
-        (f"https://{FRONTEND_HOST}:8443", f"{FRONTEND_HOST}:8443"),
+        # Matched as next and FRONTEND_URLS are: the exact host, a port only when listed.
+        (f"https://{FRONTEND_HOST}:8443", "testserver"),
         (f"https://{FRONTEND_HOST}", FRONTEND_HOST),
-        (f"https://{FRONTEND_HOST}:443", FRONTEND_HOST),
+        (f"http://{FRONTEND_HOST}", FRONTEND_HOST),
+        ("http://[::1", "testserver"),
         ("https://evil.example", "testserver"),
         (f"https://evil.{FRONTEND_HOST}", "testserver"),
         (f"https://{FRONTEND_HOST}.evil.example", "testserver"),
@@ -450,16 +457,36 @@ def test_a_gate_s_demand_in_another_browser_does_not_apply(
     assert api_start(api, broker, {"next": "/gated/payout/"}).row.same_person is False
 
 
-@pytest.mark.parametrize("pattern", ["*", ".example.com", "example.com"])
-def test_host_patterns_are_not_front_ends(
+@pytest.mark.parametrize("pattern", ["*", ".example.com"])
+def test_host_patterns_are_refused(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None], pattern: str
+) -> None:
+    """A pattern is a configuration error (E025), and the API does not run on it."""
+    eid(FRONTEND_ALLOWED_HOSTS=[pattern])
+    origin = {"Origin": "https://evil.example.com"}
+    problem(api.start({"display": "iframe"}, headers=origin), 503, "not_available")
+    assert not broker.counts
+
+
+def test_a_host_name_matches_only_itself(
+    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     """``FRONTEND_ALLOWED_HOSTS`` names hosts, as for ``next`` and ``FRONTEND_URLS``: not
     ``ALLOWED_HOSTS`` patterns that would let any page frame the broker."""
-    eid(FRONTEND_ALLOWED_HOSTS=[pattern])
+    eid(FRONTEND_ALLOWED_HOSTS=["example.com"])
     origin = {"Origin": "https://evil.example.com"}
     assert api_start(api, broker, {"display": "iframe"}, headers=origin).sent["iFrame"] == {
         "Domain": "testserver",
         "WebMessaging": False,
     }
     problem(api.start({"next": "https://evil.example.com/"}), 400, "next_not_allowed")
+
+
+@pytest.mark.parametrize("origin", ["http://[::1", "null", "not a url", "https://"])
+def test_a_malformed_origin_frames_from_the_api_s_own_host(
+    app: Api, broker: ScriptedBroker, origin: str
+) -> None:
+    """With a token there is no CSRF check to refuse it first; the start goes on, framed by
+    the API's own host as without an ``Origin``."""
+    started = api_start(app, broker, {"display": "iframe"}, headers={"Origin": origin})
+    assert started.sent["iFrame"]["Domain"] == "testserver"

@@ -67,7 +67,7 @@ def test_identify_on_the_broker_page(page: Page, log_in: Callable[..., None], us
     assert row.display == Identification.Display.REDIRECT
     ssn = page.locator('dd[data-field="ssn"]')
     expect(ssn).to_have_text(row.masked_social_security_number)
-    expect(ssn).to_have_text(re.compile(r"^•{9}\d{2}$"))
+    expect(ssn).to_have_text(re.compile(r"^\d{6}•{5}$"))
     expect(page.get_by_text("Verified with eID")).to_be_visible()
     expect(page.locator("table tbody tr")).to_have_count(1)
     expect(page.locator("table tbody tr").first).to_contain_text("Identified")

@@ -83,9 +83,12 @@ def test_age_in_whole_years_today(
     assert Identification(date_of_birth=born).age == age
 
 
-def test_masked_number_shows_the_last_two_digits() -> None:
+def test_masked_number_shows_only_the_date_of_birth_digits() -> None:
+    row = Identification(social_security_number=SSN, national_id_country="NO")
+    assert row.masked_social_security_number == SSN[:6] + "\u2022" * 5
+    # Without a known country nothing tells which digits are the date of birth.
     assert Identification(social_security_number=SSN).masked_social_security_number == (
-        "\u2022" * 9 + SSN[-2:]
+        "\u2022" * 11
     )
     assert Identification().masked_social_security_number == ""
 
@@ -165,6 +168,7 @@ def rows(alice: Any, bob: Any) -> list[Identification]:
             last_name="Nordmann",
             identity_provider="NO_BANKID_WEB",
             social_security_number=SSN,
+            national_id_country="NO",
             date_of_birth=datetime.date(1971, 12, 31),
             request_id="req-1",
             raw={"RequestId": "req-1", "Status": "SUCCESS"},
@@ -212,7 +216,7 @@ def test_the_change_page_is_read_only_and_masks_the_number(
     assert response.status_code == 200
     html = response.content.decode()
     assert SSN not in html
-    assert "\u2022" * 9 + SSN[-2:] in html
+    assert SSN[:6] + "\u2022" * 5 in html
     assert "Nordmann, Kari Marie" in html
     assert "req-1" in html
     form = response.context["adminform"].form

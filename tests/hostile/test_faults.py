@@ -16,6 +16,7 @@ import requests
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError, connection, connections
 from django.test import Client
+from django.utils import timezone
 
 from django_eid import flow, signals, state
 from django_eid.exceptions import IdentificationRejected
@@ -386,7 +387,9 @@ def test_starts_beyond_max_pending_per_user_are_a_429_and_nothing_is_sent(
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("freed_by", ["finishing one", "one expiring", "another user"])
+@pytest.mark.parametrize(
+    "freed_by", ["finishing one", "aborting one", "one expiring", "another user"]
+)
 def test_the_pending_limit_counts_only_this_users_live_sessions(
     start: Callable[..., Started],
     alice_client: Client,
@@ -399,7 +402,14 @@ def test_the_pending_limit_counts_only_this_users_live_sessions(
     first, _second = start(), start()
     assert alice_client.post(START).status_code == 429
     if freed_by == "finishing one":
+        alice_client.get(first.success_url())
+    elif freed_by == "aborting one":
+        # A cancelled start counts like a failed one for a minute, so a start/cancel loop
+        # cannot create broker sessions faster than the limit allows.
         alice_client.get(first.abort_url())
+        assert alice_client.post(START).status_code == 429
+        done = timezone.now() - datetime.timedelta(seconds=flow.FAILED_START_WINDOW + 1)
+        Identification.objects.filter(pk=first.pk).update(completed_at=done)
     elif freed_by == "one expiring":
         old = first.row.created_at - datetime.timedelta(seconds=1801)
         Identification.objects.filter(pk=first.pk).update(created_at=old)
