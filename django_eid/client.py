@@ -1,25 +1,24 @@
-"""The broker's API: access tokens, creating and retrieving identification sessions.
+"""The broker's client: access tokens, and the calls of the broker's API.
 
-:class:`EidClient` builds the requests of the three calls, renews a rejected
-access token once, and turns the broker's answers into records or typed
-:mod:`django_eid.exceptions` errors. How a request travels (timeouts,
-redirects, size cap, retries) is :mod:`django_eid.transport`'s concern.
+:class:`EidClient` fetches and shares the access token, renews a rejected one once, and
+turns failed answers into typed :mod:`django_eid.exceptions` errors. What each call sends
+and how its answer reads is the concern of the API in use (:mod:`django_eid.brokers`);
+how a request travels (timeouts, redirects, size cap, retries) is
+:mod:`django_eid.transport`'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote_plus
 
 import requests
 import requests.auth
 
-from django_eid import vocabulary
+from django_eid.brokers import BrokerApi, ReturnUrls, SessionRequest, api_class
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
     EidApiError,
@@ -29,13 +28,7 @@ from django_eid.exceptions import (
     InvalidScope,
     TokenError,
 )
-from django_eid.records import (
-    CreatedSession,
-    IdentificationRecord,
-    parse_created,
-    parse_done,
-    parse_record,
-)
+from django_eid.records import CreatedSession, IdentificationRecord
 from django_eid.tokens import AccessToken, TokenStore, cache_key
 from django_eid.transport import Answer, HeaderAuth, Transport, new_http_session
 from django_eid.validation import problems
@@ -48,13 +41,7 @@ _NIN_RE: Final = re.compile(r"(?<!\d)\d{11}(?!\d)")
 _JWT_RE: Final = re.compile(r"eyJ[\w-]*\.[\w-]+\.[\w-]*")
 
 
-@dataclass(frozen=True)
-class ReturnUrls:
-    """The three return URLs, with their ``[0]``/``[1]``/``[2]`` placeholders."""
-
-    success: str
-    abort: str
-    error: str
+__all__ = ["EidClient", "ReturnUrls", "get_client", "reset_client", "token_cache_key"]
 
 
 def token_cache_key(s: EidSettings) -> str:
@@ -63,7 +50,10 @@ def token_cache_key(s: EidSettings) -> str:
 
 
 class EidClient:
-    """Talks to the broker: tokens, create a session, retrieve a session."""
+    """Talks to the broker: tokens, then the calls of its API (:attr:`api`)."""
+
+    #: The API the broker is spoken to in.
+    api: BrokerApi
 
     def __init__(self, *, app_settings: EidSettings | None = None) -> None:
         self.settings = app_settings or eid_settings
@@ -78,6 +68,7 @@ class EidClient:
         self.tokens = TokenStore(
             s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
         )
+        self.api = api_class("v1")(self._api, s.BASE_URL)
 
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters."""
@@ -155,86 +146,49 @@ class EidClient:
     ) -> CreatedSession:
         """Create an identification session; returns where to send the user.
 
-        ``prefilled_social_security_number`` pre-fills the number in the forms of the
-        providers that have one (a hint for the user, never a proof: compare the record).
-        It travels in the request body only, never in a URL or a log.
+        ``return_urls`` are django-eid's own (no query): the API adds what brings the
+        session's ids back. ``prefilled_social_security_number`` pre-fills the number in
+        the forms of the providers that have one (a hint for the user, never a proof:
+        compare the record). It travels in the request body only, never in a URL or a log.
         """
-        body: dict[str, Any] = {
-            "ReturnUrls": {
-                "Success": return_urls.success,
-                "Abort": return_urls.abort,
-                "Error": return_urls.error,
-            },
-            "ExternalReference": external_reference,
-            "GetSocialSecurityNumber": bool(get_social_security_number),
-        }
-        if identity_provider:
-            body["IdentityProvider"] = identity_provider
-        if language:
-            body["Language"] = language
-        if iframe_domain:
-            # The interface document reads top-level ``domain``; the deployed service
-            # reads ``iFrame.Domain``. Send both.
-            body["iFrame"] = {"Domain": iframe_domain, "WebMessaging": iframe_web_messaging}
-            body["domain"] = iframe_domain
-        if prefilled_social_security_number:
-            body["PreFilledSocialSecurityNumber"] = prefilled_social_security_number
-        answer = self._api(
-            "POST",
-            f"{self.settings.BASE_URL}{vocabulary.SESSION_PATH}",
-            # Not idempotent: a resent create could open (and bill) a second session.
-            retry=False,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
+        return self.api.create_session(
+            SessionRequest(
+                return_urls=return_urls,
+                external_reference=external_reference,
+                identity_provider=identity_provider,
+                language=language,
+                get_social_security_number=get_social_security_number,
+                iframe_domain=iframe_domain,
+                iframe_web_messaging=iframe_web_messaging,
+                prefilled_social_security_number=prefilled_social_security_number,
+            )
         )
-        return parse_created(answer.json(), what=answer.what)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
         """Retrieve a session's record. Call it after the user came back to the success URL.
 
+        ``metadata`` asks for add-on data where the API has it (v1's ``metaData``).
         Raises :class:`EidProtocolError` when the answer is the record of another session:
         whatever it says, it is not about ``request_id``.
         """
-        params = {vocabulary.REQUEST_ID_PARAM: request_id}
-        if metadata:
-            params[vocabulary.METADATA_PARAM] = "true"
-        answer = self._api(
-            "GET", f"{self.settings.BASE_URL}{vocabulary.SESSION_PATH}", retry=True, params=params
-        )
-        record = parse_record(answer.json(), what=answer.what)
+        record = self.api.get_session(request_id, metadata=metadata)
         if record.request_id != request_id:
-            raise EidProtocolError(f"{answer.what} answered the record of another session")
+            raise EidProtocolError("get_session answered the record of another session")
         return record
 
-    def session_done(self, request_id: str) -> bool:
-        """Whether the session ended (in any way), from the status call: no personal data.
+    def session_done(self, request_id: str) -> bool | None:
+        """Whether the session ended (in any way), from a call without personal data;
+        ``None`` when the API has none (retrieve the record instead).
 
         Cheap enough to ask while the user is still at the broker; retrieve the record
         (:meth:`get_session`) once it says ``True``.
         """
-        answer = self._api(
-            "GET",
-            f"{self.settings.BASE_URL}{vocabulary.STATUS_PATH}",
-            retry=True,
-            params={vocabulary.REQUEST_ID_PARAM: request_id},
-        )
-        return parse_done(answer.json(), what=answer.what)
+        return self.api.session_done(request_id)
 
     def invalidate_session(self, request_id: str) -> None:
-        """End a session at the broker, so its record can no longer be used.
-
-        A finished ``SUCCESS`` session becomes ``INVALIDATED`` and its identity is no longer
-        served; the broker refuses to invalidate an ``ERROR`` session (an
-        :class:`EidApiError`).
-        """
-        self._api(
-            "PUT",
-            f"{self.settings.BASE_URL}{vocabulary.INVALIDATE_PATH}",
-            # Idempotent: invalidating twice leaves the session as invalidating once does.
-            retry=True,
-            data=json.dumps({vocabulary.INVALIDATE_REQUEST_ID: request_id}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
+        """End a session at the broker, so its record can no longer be used (an
+        :class:`EidApiError` when the broker refuses, e.g. for a session that failed)."""
+        self.api.cancel_session(request_id)
 
     # -- plumbing ----------------------------------------------------------
     def _api(self, method: str, url: str, *, retry: bool, **kwargs: Any) -> Answer:

@@ -48,7 +48,8 @@ from django.utils.translation import gettext
 from django.views.decorators.debug import sensitive_variables
 
 from django_eid import claims, crypto, outcomes, signals, vocabulary
-from django_eid.client import ReturnUrls, get_client
+from django_eid.brokers import ReturnUrls, broker_api
+from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import (
     EidConfigurationError,
@@ -65,7 +66,7 @@ from django_eid.models import (
     new_reference,
 )
 from django_eid.outcomes import Outcome
-from django_eid.records import IdentificationRecord
+from django_eid.records import IdentificationRecord, Progress
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -238,17 +239,14 @@ def unfinished_count(user: Any) -> int:
 def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
     """The three return URLs of ``reference``, made absolute by ``absolute``.
 
-    Built as text so that the placeholders' brackets reach the broker unencoded.
+    Without a query: the broker API adds what brings the session's ids back
+    (:meth:`~django_eid.brokers.BrokerApi.return_urls`).
     """
 
     def url(name: str) -> str:
         return absolute(reverse(f"django_eid:{name}", args=[reference]))
 
-    return ReturnUrls(
-        success=url(SUCCESS) + vocabulary.IDS_QUERY,
-        abort=url(ABORT) + vocabulary.IDS_QUERY,
-        error=url(ERROR) + vocabulary.ERROR_QUERY,
-    )
+    return ReturnUrls(success=url(SUCCESS), abort=url(ABORT), error=url(ERROR))
 
 
 # -- 1. start -----------------------------------------------------------------------------------
@@ -491,14 +489,13 @@ def expire_if_stale(row: Identification) -> bool:
 
 def _undecided(row: Identification, record: IdentificationRecord) -> bool:
     """Whether ``record`` cannot finish ``row`` yet: the session is still at the broker, or
-    the record carries no ``Status`` (logged; then it is treated as still in progress)."""
-    if not record.status:
+    the record carries no status (logged; then it is treated as still in progress)."""
+    if record.progress is Progress.UNKNOWN:
         logger.warning(
-            "The broker's record of identification %s has no Status; it is left pending.",
+            "The broker's record of identification %s has no status; it is left pending.",
             row.pk,
         )
-        return True
-    return record.status in vocabulary.IN_PROGRESS
+    return record.in_progress
 
 
 # Every local may hold personal data: hidden from error reports (technical 500, e-mails).
@@ -612,10 +609,11 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
         # The record will not change: do not fetch another person's identity again.
         return _expired_or(row, stale, "other_device")
     client = get_client()
-    if not client.session_done(row.request_id):
+    if client.session_done(row.request_id) is False:
+        # The API's call without personal data says it is not over (an API without such a
+        # call answers None: its record is asked instead).
         return _expired_or(row, stale, "pending")
     record = client.get_session(row.request_id)
-    status = record.status
     if _undecided(row, record):
         # Done, says the status call, but the record cannot tell how (yet): ask again later.
         return _expired_or(row, stale, "pending")
@@ -632,14 +630,17 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
         return _expired_or(row, stale, "other_device")
     if record.is_success:
         acted = complete(row, record, request=request)
-    elif status == vocabulary.USER_ABORTED:
+    elif record.progress is Progress.ABORTED:
         acted = abort(row, request)
-    elif status == vocabulary.TIMEOUT:
+    elif record.progress is Progress.TIMED_OUT:
         acted = _transition(
-            row, status=Status.EXPIRED, error_status=vocabulary.TIMEOUT, **_error_fields(record)
+            row,
+            status=Status.EXPIRED,
+            error_status=fit("error_status", record.status or ""),
+            **_error_fields(record),
         )
     else:
-        acted = fail(row, request, status or vocabulary.UNKNOWN, record=record)
+        acted = fail(row, request, record.status or "UNKNOWN", record=record)
     return Settled(row, _SETTLED.get(Status(row.status), "finished") if acted else "finished")
 
 
@@ -752,15 +753,16 @@ def finished_elsewhere(
 
 def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
     """Why the request id and external id of a return do not name ``row``, or ``None``."""
-    for param, expected, placeholder in (
-        (vocabulary.RETURN_REQUEST_ID, row.request_id or "", vocabulary.REQUEST_ID),
-        (vocabulary.RETURN_EXTERNAL_ID, row.external_id, vocabulary.EXTERNAL_ID),
+    api = broker_api()
+    returned = api.returned_ids(params)
+    for param, expected, values in (
+        (api.request_id_param, row.request_id or "", returned.request_id),
+        (api.external_id_param, row.external_id, returned.external_id),
     ):
-        values = list(params.get(param, ()))
         if len(values) != 1:
             return f"{param} given {len(values)} times"
         value = values[0]
-        if not value or value == placeholder:
+        if not value:
             return f"{param} missing"
         if len(value) > PLACEHOLDER_MAX:
             return f"{param} too long"
@@ -773,11 +775,8 @@ def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> st
 
 
 def _error_status(params: Mapping[str, Sequence[str]]) -> str:
-    """The Error URL's ``[0]``: an opaque short code, printable ASCII only."""
-    values = list(params.get(vocabulary.RETURN_ERROR_STATUS, ()))
-    value = values[0] if len(values) == 1 else ""
-    if value == vocabulary.ERROR_STATUS:
-        value = ""
+    """The code an Error URL carries (v1's ``[0]``): opaque, short, printable ASCII only."""
+    value = broker_api().returned_ids(params).error_status
     return fit("error_status", "".join(c for c in value if 32 < ord(c) < 127)) or "UNKNOWN"
 
 
@@ -1035,7 +1034,8 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
 def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[str, Any]:
     """The columns of ``row`` that ``record`` fills, cut to what they store."""
     provider = record.identity_provider or row.identity_provider
-    national_id = record.national_id(country=vocabulary.provider_country(provider))
+    country = record.national_id_country or broker_api().provider_country(provider)
+    national_id = record.national_id(country=country)
     number = national_id.number if national_id else record.social_security_number
     # Masked in repr(): a traceback through the store shows no national identity number.
     ssn = crypto.SensitiveText(number or "") or None

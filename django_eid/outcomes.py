@@ -24,7 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from django_eid import vocabulary
+from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
 
 if TYPE_CHECKING:
@@ -386,7 +386,7 @@ def forwarded_return(kind: str, reference: str, params: Mapping[str, Sequence[st
     if url is None:
         return None
     carried = {RETURN_PARAM: kind}
-    for name in vocabulary.RETURN_PARAMS:
+    for name in broker_api().return_params:
         values = list(params.get(name, ()))
         if len(values) == 1:
             carried[name] = values[0]

@@ -1,14 +1,16 @@
-"""Typed views of what the broker sends back, parsed tolerantly.
+"""Typed views of what the broker sends back, the same whatever its API.
 
-Property names are matched case-insensitively (the public reference disagrees
-with itself on casing); unknown properties are kept; no field is required
-except where the flow cannot go on without it. Anything that is not the JSON
-the contract promises becomes :class:`~django_eid.exceptions.EidProtocolError`.
+Each API of :mod:`django_eid.brokers` parses its answers into these types, tolerantly:
+unknown properties are kept, no field is required except where the flow cannot go on
+without it, and anything that is not the JSON its contract promises becomes
+:class:`~django_eid.exceptions.EidProtocolError`. The helpers below are shared by those
+parsers.
 """
 
 from __future__ import annotations
 
 import datetime
+import enum
 import math
 import re
 from collections.abc import Mapping
@@ -17,30 +19,28 @@ from types import MappingProxyType
 from typing import Any, Final, TypeGuard
 from urllib.parse import urlsplit
 
-from django_eid import national_id, vocabulary
+from django_eid import national_id
 from django_eid.exceptions import EidProtocolError, InvalidNationalIdentityNumber
 from django_eid.national_id import NationalId
 
-#: Record property that holds the national identity number (lower-cased).
-SSN_KEY: Final = "socialsecuritynumber"
 
-_STRING_FIELDS: Final = {
-    "requestid": "request_id",
-    "status": "status",
-    "identityprovider": "identity_provider",
-    "identityprovideruniqueid": "identity_provider_unique_id",
-    "name": "name",
-    "firstname": "first_name",
-    "middlename": "middle_name",
-    "lastname": "last_name",
-    "dateofbirth": "date_of_birth",
-    SSN_KEY: "social_security_number",
-}
-_KNOWN: Final = frozenset(_STRING_FIELDS) | {"environmentinfo", "error", "metadata"}
+class Progress(enum.Enum):
+    """Where a session stands by its record, in django-eid's terms (each API maps its own
+    statuses, in whichever casing, onto these)."""
 
-
-#: Record statuses that mean "the user is still at the broker" (the vocabulary's, re-exported).
-IN_PROGRESS: Final = vocabulary.IN_PROGRESS
+    #: The user identified: the record carries the identity.
+    SUCCESS = "success"
+    #: The user is still at the broker (or has not opened its page yet).
+    IN_PROGRESS = "in_progress"
+    #: The user cancelled.
+    ABORTED = "aborted"
+    #: The session's time ran out at the broker.
+    TIMED_OUT = "timed_out"
+    #: The session failed, was invalidated or cancelled by the site, or ended in a state
+    #: this version does not know.
+    FAILED = "failed"
+    #: The record says nothing of its status: treated as still in progress.
+    UNKNOWN = "unknown"
 
 
 def lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,7 +54,7 @@ def lower_keys(obj: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
+def opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
     value = obj.get(key)
     if value is None:
         return None
@@ -100,7 +100,9 @@ class IdentificationRecord:
     """
 
     request_id: str | None = None
+    #: The status as the API spells it (stored as ``error_status`` of a failure).
     status: str | None = None
+    progress: Progress = Progress.UNKNOWN
     identity_provider: str | None = None
     identity_provider_unique_id: str | None = None
     name: str | None = None
@@ -109,17 +111,29 @@ class IdentificationRecord:
     last_name: str | None = None
     date_of_birth: str | None = None
     social_security_number: str | None = field(default=None, repr=False)
+    #: The number's issuing country (ISO 3166-1 alpha-2) and type, when the API says them.
+    national_id_country: str | None = None
+    national_id_type: str | None = None
+    #: The level of assurance of the identification (``low``, ``substantial``, ``high``),
+    #: when the API gives one.
+    level_of_assurance: str | None = None
     environment_info: EnvironmentInfo = field(default_factory=EnvironmentInfo)
     error: RecordError | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: The answer as received, without the national identity number (its API removed it).
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
 
     @property
     def is_success(self) -> bool:
-        return self.status == vocabulary.SUCCESS
+        return self.progress is Progress.SUCCESS
+
+    @property
+    def in_progress(self) -> bool:
+        """The session is not over (a record without a status counts as not over)."""
+        return self.progress in (Progress.IN_PROGRESS, Progress.UNKNOWN)
 
     @property
     def stated_birth_date(self) -> datetime.date | None:
@@ -135,7 +149,7 @@ class IdentificationRecord:
         number = self.social_security_number
         if not number:
             return None
-        hint = country or vocabulary.provider_country(self.identity_provider)
+        hint = country or self.national_id_country
         for attempt in dict.fromkeys((hint, None)):
             try:
                 return national_id.parse(number, country=attempt)
@@ -152,14 +166,14 @@ class IdentificationRecord:
 
     def redacted(self) -> dict[str, Any]:
         """The record as received, without the national identity number."""
-        return {k: v for k, v in self.received.items() if str(k).lower() != SSN_KEY}
+        return dict(self.received)
 
 
 #: Deeper nesting is not an answer of this API (and would not survive storing it as JSON).
 MAX_DEPTH: Final = 32
 
 
-def _refuse_unstorable(body: Any, what: str) -> None:
+def refuse_unstorable(body: Any, what: str) -> None:
     """Refuse what no database column holds: NUL characters, NaN/infinities, deep nesting.
 
     Python's JSON parser accepts ``NaN``, ``Infinity`` and ``\\u0000``; PostgreSQL's text and
@@ -189,84 +203,6 @@ def is_http_url(value: object) -> TypeGuard[str]:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
-    """Parse the answer to creating a session; raise :class:`EidProtocolError` for anything else.
-
-    Both ``Url`` (absolute) and ``RequestId`` are required: without them the flow cannot go on.
-    """
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    _refuse_unstorable(body, what)
-    obj = lower_keys(body)
-    url = _opt_str(obj, "url", what)
-    request_id = _opt_str(obj, "requestid", what)
-    if not is_http_url(url):
-        raise EidProtocolError(f"{what}: the answer has no absolute 'Url'")
-    if not request_id:
-        raise EidProtocolError(f"{what}: the answer has no 'RequestId'")
-    return CreatedSession(url=url, request_id=request_id)
-
-
-def parse_done(body: Any, *, what: str = "get_session_status") -> bool:
-    """Parse the status answer ``{"Done": true|false}``; :class:`EidProtocolError` otherwise."""
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    done = lower_keys(body).get(vocabulary.DONE.lower())
-    if not isinstance(done, bool):
-        raise EidProtocolError(f"{what}: the answer has no boolean 'Done'")
-    return done
-
-
-def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecord:
-    """Parse a retrieved record; raise :class:`EidProtocolError` for anything else."""
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    _refuse_unstorable(body, what)
-    obj = lower_keys(body)
-    values: dict[str, Any] = {
-        attr: _opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()
-    }
-
-    env = obj.get("environmentinfo")
-    if env is None:
-        values["environment_info"] = EnvironmentInfo()
-    elif isinstance(env, Mapping):
-        env_l = lower_keys(env)
-        values["environment_info"] = EnvironmentInfo(
-            user_agent=_opt_str(env_l, "useragent", what),
-            ip_address=_opt_str(env_l, "ipaddress", what),
-        )
-    else:
-        raise EidProtocolError(f"{what}: 'EnvironmentInfo' is {type(env).__name__}, not an object")
-
-    err = obj.get("error")
-    if err is None:
-        values["error"] = None
-    elif isinstance(err, Mapping):
-        err_l = lower_keys(err)
-        values["error"] = RecordError(
-            native_error_code=_opt_str(err_l, "nativeerrorcode", what),
-            error_code=_opt_str(err_l, "errorcode", what),
-            error_message=_opt_str(err_l, "errormessage", what),
-        )
-    else:
-        raise EidProtocolError(f"{what}: 'Error' is {type(err).__name__}, not an object")
-
-    meta = obj.get("metadata")
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, Mapping) or not all(
-        isinstance(v, str) or v is None for v in meta.values()
-    ):
-        raise EidProtocolError(f"{what}: 'MetaData' is not a string-to-string object")
-    values["metadata"] = MappingProxyType({str(k): v for k, v in meta.items()})
-    values["extra"] = MappingProxyType(
-        {k: v for k, v in body.items() if str(k).lower() not in _KNOWN}
-    )
-    values["received"] = MappingProxyType(dict(body))
-    return IdentificationRecord(**values)
 
 
 _ISO_DATE_RE: Final = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")

@@ -36,7 +36,7 @@ from django.views.decorators.clickjacking import xframe_options_deny, xframe_opt
 from django.views.decorators.debug import sensitive_variables
 
 from django_eid import flow, outcomes, state
-from django_eid.client import ReturnUrls
+from django_eid.brokers import ReturnUrls
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError
 from django_eid.forms import StartForm, safe_next

@@ -13,7 +13,8 @@ import responses
 from responses import matchers
 
 from django_eid import __version__
-from django_eid.client import EidClient, ReturnUrls
+from django_eid.brokers import ReturnUrls
+from django_eid.client import EidClient
 from django_eid.exceptions import EidProtocolError
 from django_eid.records import CreatedSession
 from tests import fixtures_client
@@ -34,11 +35,18 @@ from tests.fixtures_client import (
 
 broker = fixtures_client.broker
 
+#: django-eid's return URLs, as the flow hands them to the client.
 URLS = ReturnUrls(
-    success="https://shop.example/eid/return/ok?requestId=[1]&externalId=[2]",
-    abort="https://shop.example/eid/return/abort?requestId=[1]&externalId=[2]",
-    error="https://shop.example/eid/return/error?status=[0]",
+    success="https://shop.example/eid/return/ok",
+    abort="https://shop.example/eid/return/abort",
+    error="https://shop.example/eid/return/error",
 )
+#: As the v1 create request sends them: with the placeholders, their brackets unencoded.
+SENT_URLS = {
+    "Success": "https://shop.example/eid/return/ok?requestId=[1]&externalId=[2]",
+    "Abort": "https://shop.example/eid/return/abort?requestId=[1]&externalId=[2]",
+    "Error": "https://shop.example/eid/return/error?status=[0]&requestId=[1]&externalId=[2]",
+}
 CREATED = {
     "Url": "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9n",
     "RequestId": REQUEST_ID,
@@ -188,7 +196,7 @@ def test_create_session_minimal_body(broker: responses.RequestsMock) -> None:
     assert call.request.headers["Authorization"] == "Bearer tok-1"
     assert call.request.headers["Content-Type"] == "application/json"
     assert json_body(call) == {
-        "ReturnUrls": {"Success": URLS.success, "Abort": URLS.abort, "Error": URLS.error},
+        "ReturnUrls": SENT_URLS,
         "ExternalReference": "ref-1",
         "GetSocialSecurityNumber": False,
     }
@@ -208,7 +216,7 @@ def test_create_session_full_body_is_pascal_case(broker: responses.RequestsMock)
     (call,) = api_calls(broker)
     assert json_body(call) == {
         "IdentityProvider": "NO_BANKID_WEB",
-        "ReturnUrls": {"Success": URLS.success, "Abort": URLS.abort, "Error": URLS.error},
+        "ReturnUrls": SENT_URLS,
         "Language": "NO",
         "GetSocialSecurityNumber": True,
         "ExternalReference": "6f1c0d7e9b2a4c55a1e3f0b8d2c4e6a8",

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from django_eid.brokers.v1 import parse_created, parse_record
 from django_eid.exceptions import EidProtocolError
 from django_eid.records import (
     CreatedSession,
     EnvironmentInfo,
     IdentificationRecord,
+    Progress,
     RecordError,
     parse_birth_date,
-    parse_created,
-    parse_record,
 )
 from tests.fixtures_client import RECORD
 
@@ -32,6 +32,7 @@ def test_the_sample_record() -> None:
     assert record == IdentificationRecord(
         request_id=RECORD["RequestId"],
         status="SUCCESS",
+        progress=Progress.SUCCESS,
         identity_provider="NO_BANKID_WEB",
         identity_provider_unique_id="9578-6000-4-12345",
         name="Nordmann, Kari Marie",
@@ -40,6 +41,7 @@ def test_the_sample_record() -> None:
         last_name="Nordmann",
         date_of_birth="311271",
         social_security_number=SSN,
+        national_id_country="NO",  # the provider's country: v1 does not say it
         environment_info=EnvironmentInfo("Mozilla/5.0 (X11; Linux x86_64)", "203.0.113.7"),
         error=None,
     )

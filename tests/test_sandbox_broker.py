@@ -11,7 +11,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from django_eid import national_id
-from django_eid.records import parse_birth_date, parse_record
+from django_eid.brokers.v1 import parse_record
+from django_eid.records import parse_birth_date
 from django_eid.sandbox.broker import SandboxBroker, SessionFinished, UnknownSession, record_of
 from django_eid.sandbox.persons import (
     builtin_persons,

@@ -7,15 +7,14 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from django_eid.client import EidClient, ReturnUrls
+from django_eid.brokers import ReturnUrls
+from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, InvalidScope
 from django_eid.sandbox.persons import builtin_persons
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
 
 URLS = ReturnUrls(
-    success="http://shop.test/ok/?requestId=[1]&externalId=[2]",
-    abort="http://shop.test/abort/?requestId=[1]&externalId=[2]",
-    error="http://shop.test/error/?status=[0]",
+    success="http://shop.test/ok/", abort="http://shop.test/abort/", error="http://shop.test/error/"
 )
 
 

@@ -280,7 +280,7 @@ def test_401_drops_the_token_and_repeats_the_call_once(broker: responses.Request
 
 
 def test_401_on_create_also_renews_once(broker: responses.RequestsMock) -> None:
-    from django_eid.client import ReturnUrls
+    from django_eid.brokers import ReturnUrls
 
     add_token(broker, "tok-1")
     add_token(broker, "tok-2")

@@ -12,7 +12,9 @@ from django.db import models
 from django.db.models import QuerySet
 
 from django_eid import flow, outcomes
-from django_eid.client import ReturnUrls, get_client
+from django_eid.brokers import ReturnUrls
+from django_eid.brokers.v1 import V1Api
+from django_eid.client import get_client
 from django_eid.models import Identification
 from tests.fixtures_broker import SAMPLE
 from tests.flow.conftest import Broker, SignalLog
@@ -356,8 +358,10 @@ def test_safe_next(value: str | None, safe: str) -> None:
 
 
 def test_return_urls_keep_the_placeholders_unencoded() -> None:
-    urls = flow.return_urls("r" * 32, absolute)
-    assert isinstance(urls, ReturnUrls)
+    plain = flow.return_urls("r" * 32, absolute)
+    assert isinstance(plain, ReturnUrls)
+    assert plain.success.endswith("/success/")
+    urls = V1Api.return_urls(plain, external_reference="ext")
     assert urls.success.endswith("/success/?requestId=[1]&externalId=[2]")
     assert urls.abort.endswith("/abort/?requestId=[1]&externalId=[2]")
     assert urls.error.endswith("/error/?status=[0]&requestId=[1]&externalId=[2]")

@@ -561,7 +561,7 @@ def test_settle_leaves_a_record_without_a_status_pending(
     with caplog.at_level(logging.WARNING, logger="django_eid"):
         assert flow.settle(started.row).outcome == "pending"
     assert started.refresh().status == Status.PENDING
-    assert any("has no Status" in r.getMessage() for r in caplog.records)
+    assert any("has no status" in r.getMessage() for r in caplog.records)
     # Once stale, it expires like any session that cannot be finished.
     make_stale(started, eid)
     broker.will_return(started.request_id, Status=status_value, **SAME_DEVICE)

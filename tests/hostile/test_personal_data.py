@@ -23,9 +23,9 @@ from django.utils.log import AdminEmailHandler
 from django.views.debug import ExceptionReporter, technical_500_response
 
 from django_eid import signals
+from django_eid.brokers.v1 import parse_record
 from django_eid.exceptions import EidProtocolError, IdentificationRejected
 from django_eid.models import Identification
-from django_eid.records import parse_record
 from tests.hostile.conftest import (
     GO_BACK,
     SECRET,

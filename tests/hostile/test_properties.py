@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_eid import state
+from django_eid.brokers.v1 import parse_created, parse_record
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
-from django_eid.records import CreatedSession, IdentificationRecord, parse_created, parse_record
+from django_eid.records import CreatedSession, IdentificationRecord
 from tests.hostile.conftest import SSN, FakeBroker, Started, new_request_id, record, snapshot
 
 FAST = settings(

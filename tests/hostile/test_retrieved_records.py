@@ -139,7 +139,7 @@ def test_a_record_without_a_status_leaves_the_session_pending(
     url = started.success_url() if kind == "success" else started.error_url(p1=rid)
     assert alice_client.get(url).status_code == 409
     assert (snapshot(), fired.names) == (before, [])
-    assert any("has no Status" in r.getMessage() for r in caplog.records)
+    assert any("has no status" in r.getMessage() for r in caplog.records)
     broker.heal(request_id=rid)
     assert_genuine_completes(alice_client, started, "success", fired, alice)
 

@@ -1,0 +1,147 @@
+"""The broker's APIs: one module per API, behind one interface, :class:`BrokerApi`.
+
+A broker API is the one place that knows its wire format: the paths of its calls, the
+request bodies, how the user comes back (placeholders filled in the return URLs, or a
+query parameter appended to them), how a session's record reads, how its errors read,
+how a session is cancelled, and whether a cheap "is it done" call exists. The flow core,
+the views, the JSON API and the commands use only this interface and the typed records of
+:mod:`django_eid.records`.
+
+:class:`~django_eid.client.EidClient` owns the transport, the access token and the error
+types; it hands each call to the :class:`BrokerApi` of ``DJANGO_EID["BROKER_API"]``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from django_eid.records import CreatedSession, IdentificationRecord
+from django_eid.transport import Answer
+
+
+@dataclass(frozen=True)
+class ReturnUrls:
+    """Where the broker sends the user back: django-eid's three return URLs.
+
+    The flow passes them as django-eid builds them (absolute, no query); each API adds
+    what it needs to come back with the session's ids (:meth:`BrokerApi.return_urls`).
+    """
+
+    success: str
+    abort: str
+    error: str
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """What the flow asks of a new session, whatever the API spells it."""
+
+    return_urls: ReturnUrls
+    external_reference: str
+    identity_provider: str | None = None
+    #: Django's language code of the request (``nb``, ``sv-se``); each API maps it.
+    language: str | None = None
+    get_social_security_number: bool = False
+    iframe_domain: str | None = None
+    iframe_web_messaging: bool = False
+    #: A hint for the broker's form, never a proof; in the request body only.
+    prefilled_social_security_number: str | None = None
+
+
+@dataclass(frozen=True)
+class ReturnedIds:
+    """What a return URL says about its session, as the broker filled it in.
+
+    ``request_id`` and ``external_id`` are every value given (more than one is refused by
+    the flow); an unfilled placeholder counts as empty. ``error_status`` is the code an
+    Error return carries, or ``""`` when the API gives none.
+    """
+
+    request_id: Sequence[str]
+    external_id: Sequence[str]
+    error_status: str = ""
+
+
+#: Calls the broker's session API with the client's token: ``(method, url, retry=..., **kw)``.
+ApiCall = Callable[..., Answer]
+
+
+class BrokerApi(ABC):
+    """One API of the broker. Subclasses set the class attributes and the calls."""
+
+    #: The value of ``DJANGO_EID["BROKER_API"]`` that selects this API.
+    name: ClassVar[str]
+    #: Appended to ``AUTH_URL``: the OAuth 2.0 client-credentials token endpoint.
+    token_path: ClassVar[str]
+    #: ``BASE_URL`` and ``AUTH_URL`` when the settings give none (``None``: required).
+    default_base_url: ClassVar[str | None] = None
+    default_auth_url: ClassVar[str | None] = None
+    #: ``SCOPES`` and ``TOKEN_AUTH_METHOD`` when the settings give none.
+    default_scopes: ClassVar[tuple[str, ...]]
+    default_token_auth_method: ClassVar[str] = "basic"  # noqa: S105  (a method, not a password)
+    #: The query parameters of a return that carry the session id and the external
+    #: reference, and all of those that carry the broker's ids (forwarded to a front end
+    #: that finishes the identification through the JSON API).
+    request_id_param: ClassVar[str]
+    external_id_param: ClassVar[str]
+    return_params: ClassVar[tuple[str, ...]]
+
+    def __init__(self, call: ApiCall, base_url: str) -> None:
+        self.call = call
+        self.base_url = base_url
+
+    # -- how the user comes back ------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def return_urls(cls, urls: ReturnUrls, *, external_reference: str) -> ReturnUrls:
+        """``urls`` as this API's create request sends them."""
+
+    @classmethod
+    @abstractmethod
+    def returned_ids(cls, params: Mapping[str, Sequence[str]]) -> ReturnedIds:
+        """The ids a return URL's query ``params`` carry."""
+
+    @classmethod
+    @abstractmethod
+    def provider_country(cls, provider: str | None) -> str | None:
+        """The ISO country of the persons of ``provider`` (this API's name), or ``None``."""
+
+    # -- the calls --------------------------------------------------------------------
+    @abstractmethod
+    def create_session(self, request: SessionRequest) -> CreatedSession:
+        """Create a session; where to send the user, and its id."""
+
+    @abstractmethod
+    def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
+        """The session's record, parsed; whatever the API, in django-eid's terms.
+
+        ``metadata`` asks for add-on data where the API has such a switch."""
+
+    @abstractmethod
+    def session_done(self, request_id: str) -> bool | None:
+        """Whether the session ended, without personal data; ``None`` when the API has no
+        such call (then the record itself is asked)."""
+
+    @abstractmethod
+    def cancel_session(self, request_id: str) -> None:
+        """End the session at the broker, so that its identity can no longer be used."""
+
+
+#: The APIs django-eid speaks, by their ``BROKER_API`` name.
+API_NAMES: Final = ("v1",)
+
+
+def broker_api() -> type[BrokerApi]:
+    """The API the settings choose."""
+    return api_class("v1")
+
+
+def api_class(name: str) -> type[BrokerApi]:
+    """The :class:`BrokerApi` called ``name`` (``KeyError`` for an unknown one)."""
+    from django_eid.brokers.v1 import V1Api
+
+    classes: dict[str, type[BrokerApi]] = {V1Api.name: V1Api}
+    return classes[name]

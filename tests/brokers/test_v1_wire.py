@@ -1,0 +1,74 @@
+"""``BROKER_API = "v1"`` sends exactly what django-eid sent before the broker APIs had an
+interface: every request of every kind of call, its URL, headers and body byte for byte.
+
+``v1_wire.json`` was recorded from the client of commit b51c09c (before
+``django_eid.brokers``) with the same calls; only headers that depend on the installed
+libraries (``User-Agent`` carries their versions, ``Accept-Encoding`` their codecs) and
+``Content-Length`` are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import responses
+
+from django_eid.brokers import ReturnUrls
+from django_eid.client import EidClient
+from tests import fixtures_client
+from tests.fixtures_client import RECORD, REQUEST_ID, SESSION_URL, TOKEN_URL
+
+broker = fixtures_client.broker
+
+RECORDED = Path(__file__).with_name("v1_wire.json")
+CREATED = {
+    "Url": "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9n",
+    "RequestId": REQUEST_ID,
+}
+#: Headers that depend on the installed libraries, or follow from the body.
+VARYING = {"User-Agent", "Accept-Encoding", "Content-Length"}
+
+
+def wire(rsps: responses.RequestsMock) -> list[dict[str, Any]]:
+    """Every request sent, as recorded."""
+    sent = []
+    for call in rsps.calls:
+        request = call.request
+        body = request.body.decode() if isinstance(request.body, bytes) else request.body
+        headers = {k: v for k, v in sorted(request.headers.items()) if k not in VARYING}
+        sent.append(
+            {"method": request.method, "url": request.url, "headers": headers, "body": body}
+        )
+    return sent
+
+
+def test_the_v1_requests_are_those_sent_before_the_interface(
+    broker: responses.RequestsMock,
+) -> None:
+    token = {"access_token": "tok-1", "expires_in": 3600, "token_type": "Bearer"}
+    broker.add(responses.POST, TOKEN_URL, json=token)
+    broker.add(responses.POST, SESSION_URL, json=CREATED)
+    broker.add(responses.GET, SESSION_URL, json=RECORD)
+    broker.add(responses.GET, SESSION_URL + "/status", json={"Done": True})
+    broker.add(responses.PUT, SESSION_URL + "/invalidate", json={})
+    base = "https://shop.example/eid/return/r/"
+    urls = ReturnUrls(base + "success/", base + "abort/", base + "error/")
+    client = EidClient()
+    client.create_session(return_urls=urls, external_reference="ext-1")
+    client.create_session(
+        return_urls=urls,
+        external_reference="6f1c0d7e9b2a4c55a1e3f0b8d2c4e6a8",
+        identity_provider="NO_BANKID_WEB",
+        language="NO",
+        get_social_security_number=True,
+        iframe_domain="shop.example:8443",
+        iframe_web_messaging=True,
+        prefilled_social_security_number="31127112345",
+    )
+    client.get_session(REQUEST_ID)
+    client.get_session(REQUEST_ID, metadata=True)
+    client.session_done(REQUEST_ID)
+    client.invalidate_session(REQUEST_ID)
+    assert wire(broker) == json.loads(RECORDED.read_text())
