@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final
-from urllib.parse import quote
 
-from django_eid.brokers import BrokerApi, ReturnedIds, ReturnUrls, SessionRequest, with_query
-from django_eid.brokers.v2 import EXTERNAL_ID_PARAM, SESSION_ID_PARAM, iso_date
+from django_eid.brokers import SessionRequest
+from django_eid.brokers.v2 import V2Api, iso_date
 from django_eid.exceptions import EidProtocolError
 from django_eid.records import (
     CreatedSession,
@@ -26,7 +25,7 @@ from django_eid.records import (
     IdentificationRecord,
     Progress,
     RecordError,
-    is_http_url,
+    opt_object,
     opt_str,
     refuse_unstorable,
 )
@@ -71,17 +70,8 @@ def progress_of(status: str | None) -> Progress:
     return _PROGRESS.get(status.upper(), Progress.UNKNOWN)
 
 
-def _object(body: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
-    value = body.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise EidProtocolError(f"{what}: {key!r} is {type(value).__name__}, not an object")
-    return value
-
-
-class EidHubApi(BrokerApi):
-    """``{base_url}/auth/rest/sessions``, returning with ``?sessionId=``."""
+class EidHubApi(V2Api):
+    """``{base_url}/auth/rest/sessions``, returning with ``?sessionId=`` as v2 does."""
 
     name: ClassVar[str] = "eid-hub"
     token_path: ClassVar[str] = "/auth/open/connect/token"  # noqa: S105  (a path)
@@ -90,35 +80,15 @@ class EidHubApi(BrokerApi):
     default_scopes: ClassVar[tuple[str, ...]] = ("signicat-api",)
     # The vendor's SDK sends the client's credentials in the form body.
     default_token_auth_method: ClassVar[str] = "post"  # noqa: S105  (a method)
-    request_id_param: ClassVar[str] = SESSION_ID_PARAM
-    external_id_param: ClassVar[str] = EXTERNAL_ID_PARAM
-    return_params: ClassVar[tuple[str, ...]] = (SESSION_ID_PARAM, EXTERNAL_ID_PARAM)
     # Lower-case names, some with a hyphen ("otp-sms"), at most 30 characters.
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "nbid"
-
-    @classmethod
-    def return_urls(cls, urls: ReturnUrls, *, external_reference: str) -> ReturnUrls:
-        def url(base: str) -> str:
-            return with_query(base, EXTERNAL_ID_PARAM, external_reference)
-
-        return ReturnUrls(success=url(urls.success), abort=url(urls.abort), error=url(urls.error))
-
-    @classmethod
-    def returned_ids(cls, params: Mapping[str, Sequence[str]]) -> ReturnedIds:
-        return ReturnedIds(
-            request_id=list(params.get(SESSION_ID_PARAM, ())),
-            external_id=list(params.get(EXTERNAL_ID_PARAM, ())),
-        )
+    sessions_path: ClassVar[str] = SESSIONS_PATH
+    url_property: ClassVar[str] = "authenticationUrl"
 
     @classmethod
     def provider_country(cls, provider: str | None) -> str | None:
         return _COUNTRIES.get((provider or "").lower())
-
-    # -- the calls ------------------------------------------------------------------
-    def session_url(self, request_id: str = "") -> str:
-        url = f"{self.base_url}{SESSIONS_PATH}"
-        return f"{url}/{quote(request_id, safe='')}" if request_id else url
 
     @property
     def params(self) -> dict[str, str]:
@@ -159,26 +129,11 @@ class EidHubApi(BrokerApi):
             data=json.dumps(self.create_body(request)).encode(),
             headers={"Content-Type": "application/json"},
         )
-        body = answer.json()
-        what = answer.what
-        if not isinstance(body, Mapping):
-            raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-        refuse_unstorable(body, what)
-        url = opt_str(body, "authenticationUrl", what)
-        session_id = opt_str(body, "id", what)
-        if not is_http_url(url):
-            raise EidProtocolError(f"{what}: the answer has no absolute 'authenticationUrl'")
-        if not session_id:
-            raise EidProtocolError(f"{what}: the answer has no 'id'")
-        return CreatedSession(url=url, request_id=session_id)
+        return self.created(answer)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
         answer = self.call("GET", self.session_url(request_id), retry=True, params=self.params)
         return parse_record(answer.json(), what=answer.what)
-
-    def session_done(self, request_id: str) -> None:
-        # No call without personal data: the record itself is asked.
-        return None
 
     def cancel_session(self, request_id: str) -> None:
         self.call("POST", f"{self.session_url(request_id)}/cancel", retry=True, params=self.params)
@@ -196,10 +151,10 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     refuse_unstorable(body, what)
-    subject = _object(body, "subject", what)
-    nin = _object(subject, "nin", what)
-    environment = _object(body, "environment", what)
-    error = _object(body, "error", what)
+    subject = opt_object(body, "subject", what)
+    nin = opt_object(subject, "nin", what)
+    environment = opt_object(body, "environment", what)
+    error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
     received = dict(body)

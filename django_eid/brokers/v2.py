@@ -24,9 +24,11 @@ from django_eid.records import (
     Progress,
     RecordError,
     is_http_url,
+    opt_object,
     opt_str,
     refuse_unstorable,
 )
+from django_eid.transport import Answer
 
 #: Under ``BASE_URL``: ``POST`` creates, ``GET /{id}`` retrieves, ``POST /{id}/invalidate``.
 SESSIONS_PATH: Final = "/identification/v2/sessions"
@@ -65,15 +67,6 @@ def iso_date(value: str | None) -> str | None:
     return value.split("T", 1)[0] if value else value
 
 
-def _object(body: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
-    value = body.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise EidProtocolError(f"{what}: {key!r} is {type(value).__name__}, not an object")
-    return value
-
-
 class V2Api(BrokerApi):
     """``{base_url}/identification/v2/sessions``, returning with ``?sessionId=``."""
 
@@ -108,9 +101,29 @@ class V2Api(BrokerApi):
             return None
         return _COUNTRIES.get(provider.lower().split("_", 1)[0])
 
+    #: Under ``BASE_URL``: the sessions resource.
+    sessions_path: ClassVar[str] = SESSIONS_PATH
+    #: The property of a created session that holds where to send the user.
+    url_property: ClassVar[str] = "url"
+
     def session_url(self, request_id: str = "") -> str:
-        url = f"{self.base_url}{SESSIONS_PATH}"
+        url = f"{self.base_url}{self.sessions_path}"
         return f"{url}/{quote(request_id, safe='')}" if request_id else url
+
+    def created(self, answer: Answer) -> CreatedSession:
+        """The created session's id and where to send the user."""
+        body = answer.json()
+        what = answer.what
+        if not isinstance(body, Mapping):
+            raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
+        refuse_unstorable(body, what)
+        url = opt_str(body, self.url_property, what)
+        session_id = opt_str(body, "id", what)
+        if not is_http_url(url):
+            raise EidProtocolError(f"{what}: the answer has no absolute {self.url_property!r}")
+        if not session_id:
+            raise EidProtocolError(f"{what}: the answer has no 'id'")
+        return CreatedSession(url=url, request_id=session_id)
 
     def create_body(self, request: SessionRequest) -> dict[str, Any]:
         urls = self.return_urls(request.return_urls, external_reference=request.external_reference)
@@ -144,18 +157,7 @@ class V2Api(BrokerApi):
             data=json.dumps(self.create_body(request)).encode(),
             headers={"Content-Type": "application/json"},
         )
-        body = answer.json()
-        what = answer.what
-        if not isinstance(body, Mapping):
-            raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-        refuse_unstorable(body, what)
-        url = opt_str(body, "url", what)
-        session_id = opt_str(body, "id", what)
-        if not is_http_url(url):
-            raise EidProtocolError(f"{what}: the answer has no absolute 'url'")
-        if not session_id:
-            raise EidProtocolError(f"{what}: the answer has no 'id'")
-        return CreatedSession(url=url, request_id=session_id)
+        return self.created(answer)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
         answer = self.call("GET", self.session_url(request_id), retry=True)
@@ -175,9 +177,9 @@ def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> Ident
     if not isinstance(body, Mapping):
         raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
     refuse_unstorable(body, what)
-    identity = _object(body, "identity", what)
-    environment = _object(body, "environment", what)
-    error = _object(body, "error", what)
+    identity = opt_object(body, "identity", what)
+    environment = opt_object(body, "environment", what)
+    error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
     received = dict(body)
