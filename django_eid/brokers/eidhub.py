@@ -157,7 +157,8 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
-    received = dict(body)
+    # The echo of the request's pre-filled input may hold the expected person's number.
+    received = {k: v for k, v in body.items() if k != "prefilledInput"}
     if "nin" in subject:
         # The number's country and type stay; its value does not.
         kept = {k: v for k, v in nin.items() if k != "value"}

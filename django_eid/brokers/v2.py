@@ -182,7 +182,8 @@ def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> Ident
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
-    received = dict(body)
+    # The echo of the request's pre-filled input may hold the expected person's number.
+    received = {k: v for k, v in body.items() if k != "prefilledInput"}
     if "nin" in identity:
         received["identity"] = {k: v for k, v in identity.items() if k != "nin"}
     known = {"id", "status", "provider", "identity", "environment", "error"}

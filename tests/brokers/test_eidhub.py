@@ -169,6 +169,8 @@ def test_the_sample_success(broker: responses.RequestsMock) -> None:
     assert str(record.stated_birth_date) == "1990-02-17"
     redacted = json.dumps(record.redacted())
     assert "17029012345" not in redacted
+    echoed = parse_record({**SUCCESS, "prefilledInput": {"nin": "17029012345"}}, what="t")
+    assert "17029012345" not in json.dumps(echoed.redacted())
     assert record.redacted()["subject"]["nin"] == {"issuingCountry": "NO", "type": "BIRTH"}
 
 
