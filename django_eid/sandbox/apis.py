@@ -9,6 +9,7 @@ they call the broker itself for v1.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Final
 from urllib.parse import parse_qsl
@@ -21,6 +22,14 @@ from django_eid.sandbox.wire import MAX_FIELDS, Refused, Reply, Session
 V2_SESSIONS_PATH: Final = "/identification/v2/sessions"
 HUB_SESSIONS_PATH: Final = "/auth/rest/sessions"
 HUB_TOKEN_PATH: Final = "/auth/open/connect/token"  # noqa: S105  (a path, not a password)
+
+#: How many of a client's v2 sessions the list call can show.
+MAX_LISTED: Final = 500
+
+
+def _index_key(client_id: str) -> str:
+    return "v2-index:" + hashlib.sha256(client_id.encode()).hexdigest()[:40]
+
 
 #: The query parameter naming the hub account (optional, checked when given).
 ACCOUNT_PARAM: Final = "signicat-accountId"
@@ -52,7 +61,34 @@ class V2Sandbox:
             identity_lifetime=wire_v2.IDENTITY_LIFETIME,
             lifetime=wire_v2.SESSION_LIFETIME,
         )
+        self._index(client_id, session.request_id)
         return Reply(201, self.render(session))
+
+    def _index(self, client_id: str, session_id: str) -> None:
+        # Caches cannot list their keys: the list call reads this index of the client's ids.
+        key = _index_key(client_id)
+        ids = [*(self.broker.store.get(key) or {}).get("ids", []), session_id][-MAX_LISTED:]
+        self.broker.store.set(key, {"ids": ids}, wire_v2.SESSION_LIFETIME)
+
+    def list_sessions(self, *, authorization: str | None, query: str) -> Reply:
+        """``GET /identification/v2/sessions?cursor=&limit=``: the client's finished
+        sessions, newest first, without personal data (active ones are not listed)."""
+        try:
+            client_id = self.broker.authorize(authorization)
+            offset, limit = wire_v2.parse_list_query(query)
+        except Refused as refused:
+            return refused.reply
+        ids = (self.broker.store.get(_index_key(client_id)) or {}).get("ids", [])
+        found = (self.broker.session(session_id) for session_id in reversed(ids))
+        finished = [s for s in found if s is not None and not s.in_progress]
+        page = finished[offset : offset + limit]
+        more = offset + limit < len(finished)
+        body = {
+            "limit": limit,
+            "nextCursor": wire_v2.cursor(offset + limit) if more else None,
+            "data": [wire_v2.summary(session) for session in page],
+        }
+        return Reply(200, body)
 
     def _own(self, authorization: str | None, session_id: str) -> Session:
         client_id = self.broker.authorize(authorization)

@@ -127,6 +127,7 @@ class EidBroker:
             (responses.GET, session_url + STATUS_PATH.removeprefix(SESSION_PATH), "status"),
             (responses.PUT, session_url + INVALIDATE_PATH.removeprefix(SESSION_PATH), "invalidate"),
             (responses.POST, self.v2_sessions_url, "create"),
+            (responses.GET, self.v2_sessions_url, "retrieve"),  # the list
             (responses.GET, _one_session(self.v2_sessions_url), "retrieve"),
             (responses.POST, _one_session(self.v2_sessions_url, "/invalidate"), "invalidate"),
             (responses.POST, self.hub_token_url, "token"),
@@ -344,7 +345,7 @@ class EidBroker:
             return fault.answer()
         authorization = request.headers.get("Authorization")
         if api == wire_v2.API:
-            reply = self._serve_v2(endpoint, authorization, body, session_id or "")
+            reply = self._serve_v2(endpoint, authorization, query, body, session_id or "")
         elif api == wire_eidhub.API:
             reply = self._serve_hub(endpoint, request, query, body, session_id or "")
         elif endpoint == "token":
@@ -382,7 +383,12 @@ class EidBroker:
         return "v1", None
 
     def _serve_v2(
-        self, endpoint: Endpoint, authorization: str | None, body: bytes, session_id: str
+        self,
+        endpoint: Endpoint,
+        authorization: str | None,
+        query: str,
+        body: bytes,
+        session_id: str,
     ) -> Reply:
         if endpoint == "create":
             reply = self.v2.create_session(authorization=authorization, body=body)
@@ -391,6 +397,8 @@ class EidBroker:
             return reply
         if endpoint == "invalidate":
             return self.v2.invalidate(authorization=authorization, session_id=session_id)
+        if not session_id:
+            return self.v2.list_sessions(authorization=authorization, query=query)
         return self.v2.get_session(authorization=authorization, session_id=session_id)
 
     def _serve_hub(

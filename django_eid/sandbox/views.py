@@ -172,9 +172,17 @@ class InvalidateView(SandboxView):
 
 @method_decorator(csrf_exempt, name="dispatch")
 class V2SessionsView(SandboxView):
-    """``POST <mount>/identification/v2/sessions`` (Express identification v2)."""
+    """``POST`` (create) and ``GET`` (list) ``<mount>/identification/v2/sessions``."""
 
-    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = V2Sandbox(self.get_broker()).list_sessions(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+        )
+        return json_response(reply)
 
     def post(self, request: HttpRequest) -> HttpResponse:
         simulate_latency()

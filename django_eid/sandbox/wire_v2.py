@@ -10,15 +10,19 @@ snake-case statuses, ISO dates), renders v2 errors and builds the v2 return URL
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import hashlib
 import json
 from typing import Any, Final
+from urllib.parse import parse_qsl
 
 from django_eid import vocabulary
 from django_eid.records import is_http_url
 from django_eid.sandbox.wire import (
     DOMAIN_RE,
+    MAX_FIELDS,
     CreateRequest,
     Refused,
     Reply,
@@ -47,6 +51,9 @@ INCLUDES: Final = frozenset(
 LOGIN_LIFETIME: Final = 600
 IDENTITY_LIFETIME: Final = 3600
 SESSION_LIFETIME: Final = 2 * 3600
+#: Sessions per page of the list call.
+DEFAULT_LIMIT: Final = 20
+MAX_LIMIT: Final = 100
 #: The v2 name of the v1 providers the persons use (the vendor's rough equivalents).
 PROVIDERS: Final = {
     "NO_BANKID_WEB": "no_bankid_netcentric",
@@ -282,6 +289,53 @@ def render(session: Session, url: str) -> dict[str, Any]:
         }
     resource.update(session.wire)
     return resource
+
+
+def summary(session: Session) -> dict[str, Any]:
+    """A session as the list call shows it: no personal data."""
+    item: dict[str, Any] = {
+        "id": session.request_id,
+        "status": status_of(session),
+        "created": iso(session.created_at),
+        "expires": iso(session.created_at + LOGIN_LIFETIME),
+    }
+    provider = provider_of(session)
+    if provider:
+        item["provider"] = provider
+    for key in ("flow", "externalReference"):
+        if key in session.wire:
+            item[key] = session.wire[key]
+    return item
+
+
+def cursor(offset: int) -> str:
+    """The opaque cursor of the page starting at ``offset``."""
+    return base64.urlsafe_b64encode(f"sessions:{offset}".encode()).decode().rstrip("=")
+
+
+def parse_list_query(query: str) -> tuple[int, int]:
+    """The offset and limit of a list call (``cursor``, ``limit`` 1-100, default 20)."""
+    params = dict(parse_qsl(query, max_num_fields=MAX_FIELDS))
+    errors = []
+    offset, limit = 0, DEFAULT_LIMIT
+    if "limit" in params:
+        given = params["limit"]
+        if given.isdigit() and 0 < int(given) <= MAX_LIMIT:
+            limit = int(given)
+        else:
+            errors.append({"field": "limit", "message": f"A number from 1 to {MAX_LIMIT}."})
+    if params.get("cursor"):
+        try:
+            text = base64.urlsafe_b64decode(params["cursor"] + "=" * 4).decode()
+            prefix, _, number = text.partition(":")
+            if prefix != "sessions" or not number.isdigit():
+                raise ValueError(text)
+            offset = int(number)
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            errors.append({"field": "cursor", "message": "Not a cursor of this list."})
+    if errors:
+        raise invalid(errors)
+    return offset, limit
 
 
 def return_url(session: Session) -> str:

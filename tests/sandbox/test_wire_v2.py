@@ -288,6 +288,43 @@ def test_invalidating_an_unknown_session_is_404(client: Client) -> None:
     assert response.json()["code"] == "ID-1000"
 
 
+# -- the list --------------------------------------------------------------------------------------
+def test_the_list_shows_finished_sessions_without_personal_data(client: Client) -> None:
+    active = create(client).json()
+    first = create(client, externalReference="one", include=["nin"]).json()
+    end(client, first["url"])
+    second = create(client).json()
+    end(client, second["url"], "abort")
+    response = client.get(SESSIONS, {"limit": "1"}, headers=bearer(client))
+    assert response.status_code == 200
+    page = response.json()
+    assert page["limit"] == 1
+    assert [item["id"] for item in page["data"]] == [second["id"]]
+    assert page["data"][0]["status"] == "user_aborted"
+    rest = client.get(SESSIONS, {"cursor": page["nextCursor"]}, headers=bearer(client)).json()
+    assert [item["id"] for item in rest["data"]] == [first["id"]]
+    assert rest["nextCursor"] is None
+    item = rest["data"][0]
+    assert set(item) == {
+        "id",
+        "status",
+        "created",
+        "expires",
+        "provider",
+        "flow",
+        "externalReference",
+    }
+    assert PERSONS.NORWEGIAN.national_identity_number not in json.dumps(rest)
+    assert active["id"] not in json.dumps(rest) + json.dumps(page)
+
+
+@pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "101"}, {"cursor": "bm9wZQ"}])
+def test_a_bad_list_query_is_a_validation_error(client: Client, query: dict[str, str]) -> None:
+    response = client.get(SESSIONS, query, headers=bearer(client))
+    assert response.status_code == 400
+    assert set(response.json()) == {"message", "errors"}
+
+
 # -- lifetimes (on the test's clock) ----------------------------------------------------------------
 def _v2(clocked: SandboxBroker) -> tuple[V2Sandbox, str]:
     grant = clocked.token(
@@ -371,6 +408,24 @@ def test_faults_are_injected_by_endpoint_name(eid_broker: EidBroker) -> None:
     eid_broker.inject("retrieve", 500, request_id=session_id, times=1)
     assert requests.get(f"{sessions}/{session_id}", headers=headers, timeout=5).status_code == 500
     assert requests.get(f"{sessions}/{session_id}", headers=headers, timeout=5).status_code == 200
+    listed = requests.get(sessions, params={"limit": 5}, headers=headers, timeout=5)
+    assert listed.json() == {"limit": 5, "nextCursor": None, "data": []}  # still active
     eid_broker.fail_next("invalidate", 502)
     gone = requests.post(f"{sessions}/{session_id}/invalidate", headers=headers, timeout=5)
     assert gone.status_code == 502
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://shop.example/ok", "https://shop.example/ok?sessionId=a%2Fb"),
+        ("https://shop.example/ok?x=1", "https://shop.example/ok?x=1&sessionId=a%2Fb"),
+        ("https://shop.example/ok?", "https://shop.example/ok?sessionId=a%2Fb"),
+        ("https://shop.example/ok?x=1&", "https://shop.example/ok?x=1&sessionId=a%2Fb"),
+        ("https://shop.example/ok#top", "https://shop.example/ok?sessionId=a%2Fb#top"),
+    ],
+)
+def test_the_session_id_is_appended_with_question_mark_or_ampersand(
+    url: str, expected: str
+) -> None:
+    assert append_session_id(url, "a/b") == expected
