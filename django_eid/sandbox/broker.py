@@ -147,8 +147,10 @@ class SandboxBroker:
         clock: Callable[[], float] = now,
         request_ids: Callable[[], str] | None = None,
         tokens: Callable[[], str] | None = None,
+        account_id: str | None = None,
     ) -> None:
         self.store = store
+        self._account_id = account_id
         self.client_id = client_id
         self.client_secret = client_secret
         self.login_url = login_url
@@ -169,7 +171,10 @@ class SandboxBroker:
 
     @property
     def account_id(self) -> str:
-        """The eID Hub account of the configured client (stable: derived from its id)."""
+        """The eID Hub account of the configured client: the site's ``ACCOUNT_ID``, or one
+        derived from the client id (stable)."""
+        if self._account_id:
+            return self._account_id
         return "a-sandbox-" + hashlib.sha256(self.client_id.encode()).hexdigest()[:20]
 
     def hub_token(

@@ -87,6 +87,7 @@ class EidBroker:
         tokens: Callable[[], str] | None = None,
         auth_url: str | None = None,
         base_url: str | None = None,
+        account_id: str | None = None,
     ) -> None:
         self.token_url = token_url
         self.session_url = session_url
@@ -107,6 +108,7 @@ class EidBroker:
             clock=clock,
             request_ids=request_ids,
             tokens=tokens,
+            account_id=account_id,
         )
         self.persons: Persons = builtin_persons()
         self.create_requests: list[Any] = []
@@ -153,7 +155,11 @@ class EidBroker:
             base_url=s.BASE_URL,
             client_id=s.CLIENT_ID,
             client_secret=s.CLIENT_SECRET,
-            **{"token_lifetime": s.SANDBOX_TOKEN_LIFETIME, **options},
+            **{
+                "token_lifetime": s.SANDBOX_TOKEN_LIFETIME,
+                "account_id": s.ACCOUNT_ID or None,
+                **options,
+            },
         )
 
     def start(self) -> None:

@@ -60,6 +60,7 @@ class SandboxView(View):
             client_secret=s.CLIENT_SECRET,
             login_url=login_url,
             token_lifetime=s.SANDBOX_TOKEN_LIFETIME,
+            account_id=s.ACCOUNT_ID or None,
         )
 
 
