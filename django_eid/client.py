@@ -18,7 +18,7 @@ from urllib.parse import quote_plus
 import requests
 import requests.auth
 
-from django_eid.brokers import BrokerApi, ReturnUrls, SessionRequest, api_class
+from django_eid.brokers import BrokerApi, ReturnUrls, SessionRequest
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
     EidApiError,
@@ -68,7 +68,7 @@ class EidClient:
         self.tokens = TokenStore(
             s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
         )
-        self.api = api_class("v1")(self._api, s.BASE_URL)
+        self.api = s.broker_api(self._api, s)
 
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters."""

@@ -21,15 +21,20 @@ from django.dispatch import receiver
 from django.utils import translation
 
 from django_eid import vocabulary
+from django_eid.brokers import BrokerApi, api_class
 
 DEFAULTS: Final[Mapping[str, Any]] = {
-    # Broker and OAuth client (issue: foundation).
+    # Broker and OAuth client (issue: foundation). ``None``: the default of BROKER_API.
+    "BROKER_API": "v1",
     "CLIENT_ID": None,
     "CLIENT_SECRET": None,
     "BASE_URL": None,
     "AUTH_URL": None,
-    "SCOPES": ("identify",),
-    "TOKEN_AUTH_METHOD": "basic",
+    "SCOPES": None,
+    "TOKEN_AUTH_METHOD": None,
+    # The eID Hub's account, and the attributes its sessions ask for (None: django-eid's).
+    "ACCOUNT_ID": None,
+    "REQUESTED_ATTRIBUTES": None,
     "TIMEOUT": 10,
     "TOKEN_CACHE": "default",
     "CA_BUNDLE": None,
@@ -99,6 +104,18 @@ class EidSettings:
 
     # -- broker and OAuth client ---------------------------------------
     @property
+    def BROKER_API(self) -> str:
+        return str(self.raw("BROKER_API"))
+
+    @property
+    def broker_api(self) -> type[BrokerApi]:
+        """The API of ``BROKER_API``; v1's when the value is unknown (check ``E027``)."""
+        try:
+            return api_class(self.BROKER_API)
+        except KeyError:
+            return api_class("v1")
+
+    @property
     def CLIENT_ID(self) -> str:
         return str(self.raw("CLIENT_ID") or "")
 
@@ -108,26 +125,38 @@ class EidSettings:
 
     @property
     def BASE_URL(self) -> str:
-        return str(self.raw("BASE_URL") or "").rstrip("/")
+        return str(self.raw("BASE_URL") or self.broker_api.default_base_url or "").rstrip("/")
 
     @property
     def AUTH_URL(self) -> str:
-        return str(self.raw("AUTH_URL") or "").rstrip("/")
+        return str(self.raw("AUTH_URL") or self.broker_api.default_auth_url or "").rstrip("/")
 
     @property
     def TOKEN_URL(self) -> str:
-        return self.AUTH_URL + vocabulary.TOKEN_PATH
+        return self.AUTH_URL + self.broker_api.token_path
 
     @property
     def SCOPES(self) -> tuple[str, ...]:
         scopes = self.raw("SCOPES")
+        if scopes is None:
+            return self.broker_api.default_scopes
         if isinstance(scopes, str):
             return tuple(scopes.split())
         return tuple(str(s) for s in scopes or ())
 
     @property
     def TOKEN_AUTH_METHOD(self) -> str:
-        return str(self.raw("TOKEN_AUTH_METHOD"))
+        method = self.raw("TOKEN_AUTH_METHOD")
+        return str(method) if method is not None else self.broker_api.default_token_auth_method
+
+    @property
+    def ACCOUNT_ID(self) -> str:
+        return str(self.raw("ACCOUNT_ID") or "")
+
+    @property
+    def REQUESTED_ATTRIBUTES(self) -> tuple[str, ...] | None:
+        value = self.raw("REQUESTED_ATTRIBUTES")
+        return None if value is None else tuple(str(a) for a in value)
 
     @property
     def TIMEOUT(self) -> float:

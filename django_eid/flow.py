@@ -47,7 +47,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import claims, crypto, outcomes, signals, vocabulary
+from django_eid import claims, crypto, outcomes, signals
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
@@ -179,7 +179,7 @@ def choose_provider(value: str | None, *, restrict: Sequence[str] | None = None)
             outcomes.PROVIDER_REQUIRED if offered else outcomes.PROVIDER_NONE_OFFERED,
             field="provider",
         )
-    if not vocabulary.PROVIDER_RE.match(value):
+    if not broker_api().provider_re.match(value):
         params = {"provider": fit("identity_provider", value)}
         raise Refused(outcomes.PROVIDER_MALFORMED, field="provider", params=params)
     if offered is not None and value not in offered:
@@ -1068,6 +1068,7 @@ def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[
         "social_security_number_hash": crypto.lookup_hash(ssn) if ssn else None,
         "national_id_country": national_id.country if national_id and ssn else "",
         "national_id_kind": national_id.kind if national_id and ssn else "",
+        "level_of_assurance": fit("level_of_assurance", record.level_of_assurance or ""),
         "metadata": dict(record.metadata),
         "raw": record.redacted(),
     }

@@ -196,6 +196,9 @@ class Identification(models.Model):
     #: The SHA-256 of the one-time secret a JSON API start gave its front end, which
     #: ``api-return`` asks for (the token clients' equivalent of the browser's state).
     return_key = models.CharField(_("return key"), max_length=64, blank=True, editable=False)
+    #: The level of assurance the broker gave the identification (``low``, ``substantial``,
+    #: ``high``), when its API says one (the eID Hub); else empty.
+    level_of_assurance = models.CharField(_("level of assurance"), max_length=32, blank=True)
 
     user_agent = models.TextField(_("user agent"), max_length=1000, blank=True)
     ip_address = models.GenericIPAddressField(_("IP address"), null=True, blank=True)

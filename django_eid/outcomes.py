@@ -90,7 +90,7 @@ PROVIDER_MALFORMED = Outcome(
     "provider_malformed",
     400,
     _FAILED,
-    _("“%(provider)s” is not a provider name (upper-case words joined by underscores)."),
+    _("“%(provider)s” is not a provider name."),
 )
 #: A provider the site does not offer (``%(provider)s`` is filled in).
 PROVIDER_NOT_OFFERED = Outcome(

@@ -66,6 +66,17 @@ def opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
     return value
 
 
+def opt_object(obj: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]:
+    """The object at ``key``, or an empty one when absent; :class:`EidProtocolError` for
+    anything else."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise EidProtocolError(f"{what}: {key!r} is {type(value).__name__}, not an object")
+    return value
+
+
 @dataclass(frozen=True)
 class CreatedSession:
     """What ``create_session`` returns: where to send the user, and the session id."""

@@ -15,7 +15,8 @@ from typing import Any
 
 from django.utils.functional import Promise
 
-from django_eid import claims, outcomes, vocabulary
+from django_eid import claims, outcomes
+from django_eid.brokers import ANY_PROVIDER_RE
 from django_eid.models import Identification
 
 #: The longest ``max_age`` that means something (and that date arithmetic can still do).
@@ -116,7 +117,8 @@ class Requirements:
         found = None if providers is None else tuple(providers)
         if found is not None and not found:
             raise ValueError("providers must name at least one provider")
-        bad = [p for p in found or () if not vocabulary.PROVIDER_RE.match(str(p))]
+        # Decorators build these at import time: the syntax of any API, not the settings'.
+        bad = [p for p in found or () if not ANY_PROVIDER_RE.match(str(p))]
         if bad:
             raise ValueError(f"providers: {bad!r} are not provider names (e.g. NO_BANKID_WEB)")
         return cls(max_age, min_age, found, bool(same_person), message)

@@ -85,14 +85,19 @@ class Answer:
             kind = "an empty body" if not self.body.strip() else f"a non-JSON body ({ctype})"
             return None, kind
         parts: list[str] = []
-        for key in ("error", "code", "error_description", "message"):
+        # OAuth's, v1's and v2's error bodies, and the eID Hub's problem details.
+        for key in ("error", "code", "error_description", "message", "title", "detail"):
             if isinstance(body.get(key), str | int) and not isinstance(body.get(key), bool):
                 parts.append(str(body[key]))
-        errors = body.get("errors")
-        if isinstance(errors, list):
-            for item in errors[:5]:
-                if isinstance(item, dict):
-                    parts.append(": ".join(str(item[k]) for k in ("field", "message") if k in item))
+        for name, fields in (
+            ("errors", ("field", "message")),
+            ("invalidParams", ("name", "reason")),
+        ):
+            items = body.get(name)
+            if isinstance(items, list):
+                for item in items[:5]:
+                    if isinstance(item, dict):
+                        parts.append(": ".join(str(item[k]) for k in fields if k in item))
         return body, scrub(" - ".join(p for p in parts if p))[:300] or "a JSON body"
 
     def request_id(self) -> str | None:

@@ -21,11 +21,12 @@ from django.conf import settings
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
+from django_eid.brokers import API_NAMES
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
 from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
 from django_eid.records import is_http_url
-from django_eid.vocabulary import LANGUAGES, PROVIDER_RE
+from django_eid.vocabulary import LANGUAGES
 
 TOKEN_AUTH_METHODS: Final = ("basic", "post")
 #: ``COMPLETE_WITHOUT_CALLBACK``: when a row may be finished without its browser's callback.
@@ -52,6 +53,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
     return [
         *_unknown_keys(s),
         *_broker(s),
+        *_eid_hub(s),
         *_token_cache(s),
         *_language_timeout_scopes(s),
         *_providers(s),
@@ -76,13 +78,23 @@ def _unknown_keys(s: EidSettings) -> Iterator[Problem]:
 
 
 def _broker(s: EidSettings) -> Iterator[Problem]:
-    """Credentials, broker URLs and how the client authenticates."""
+    """The API, credentials, broker URLs and how the client authenticates."""
+    api = s.raw("BROKER_API")
+    if api not in API_NAMES:
+        yield Problem(
+            "django_eid.E027",
+            "error",
+            f"DJANGO_EID['BROKER_API'] must be one of {', '.join(map(repr, API_NAMES))}.",
+            "v1 is the API of the interface document; v2 is Express identification v2; "
+            "eid-hub is the eID Hub Authentication REST API.",
+        )
     for key, pid in (("CLIENT_ID", "E001"), ("CLIENT_SECRET", "E002")):
         value = s.raw(key)
         if not value or not isinstance(value, str):
             yield Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required.")
     for key, pid, wid in (("BASE_URL", "E003", "W001"), ("AUTH_URL", "E004", "W002")):
-        value = s.raw(key)
+        # Unset: the API's own default (v1 has none).
+        value = s.raw(key) or getattr(s.broker_api, f"default_{key.lower()}")
         if not is_http_url(value):
             yield Problem(
                 f"django_eid.{pid}",
@@ -125,6 +137,37 @@ def _token_cache(s: EidSettings) -> Iterator[Problem]:
         )
 
 
+def _eid_hub(s: EidSettings) -> Iterator[Problem]:
+    """What the eID Hub API needs: its account, and attributes it can ask for."""
+    if s.raw("BROKER_API") == "eid-hub" and not (
+        isinstance(s.raw("ACCOUNT_ID"), str) and s.raw("ACCOUNT_ID").strip()
+    ):
+        yield Problem(
+            "django_eid.E028",
+            "error",
+            "DJANGO_EID['ACCOUNT_ID'] is required with BROKER_API 'eid-hub'.",
+            "The account id of the eID Hub (the dashboard shows it, e.g. 'a-spge-...'); "
+            "it names the account on every call.",
+        )
+    attributes = s.raw("REQUESTED_ATTRIBUTES")
+    if attributes is not None and (
+        isinstance(attributes, str)
+        or not isinstance(attributes, list | tuple)
+        or not all(isinstance(a, str) and _ATTRIBUTE_RE.fullmatch(a) for a in attributes)
+    ):
+        yield Problem(
+            "django_eid.E029",
+            "error",
+            "DJANGO_EID['REQUESTED_ATTRIBUTES'] must be a list of attribute names or None.",
+            "For example ['name', 'dateOfBirth', 'idpId']; 'nin' is added when "
+            "GET_SOCIAL_SECURITY_NUMBER is on.",
+        )
+
+
+#: An eID Hub attribute name (``dateOfBirth``, ``nbidAlternativeSubject``).
+_ATTRIBUTE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
 def _language_timeout_scopes(s: EidSettings) -> Iterator[Problem]:
     if s.LANGUAGE is not None and s.LANGUAGE not in LANGUAGES:
         yield Problem(
@@ -143,7 +186,9 @@ def _language_timeout_scopes(s: EidSettings) -> Iterator[Problem]:
             "DJANGO_EID['TIMEOUT'] must be a positive, finite number of seconds.",
         )
     scopes = s.raw("SCOPES")
-    if isinstance(scopes, str):
+    if scopes is None:
+        scopes_ok = True  # the API's own
+    elif isinstance(scopes, str):
         scopes_ok = bool(scopes.split())
     elif isinstance(scopes, list | tuple):
         scopes_ok = bool(scopes) and all(isinstance(x, str) and x.strip() for x in scopes)
@@ -170,13 +215,14 @@ def _providers(s: EidSettings) -> Iterator[Problem]:
             )
             allowed = []
         providers.extend(allowed)
-    bad = [p for p in providers if not isinstance(p, str) or not PROVIDER_RE.match(p)]
+    api = s.broker_api
+    bad = [p for p in providers if not isinstance(p, str) or not api.provider_re.match(p)]
     if bad:
         yield Problem(
             "django_eid.E012",
             "error",
             f"Invalid identity provider names: {', '.join(map(repr, bad))}.",
-            "Providers are upper-case words joined by underscores, e.g. NO_BANKID_WEB.",
+            f"Providers of BROKER_API {api.name!r} are named like {api.provider_example}.",
         )
     if default and allowed and default not in allowed:
         yield Problem(

@@ -42,6 +42,9 @@ EID_SANDBOX = not env.str("EID_BASE_URL", default="")
 EID_SANDBOX_URL = env.str("EID_SANDBOX_URL", default="http://127.0.0.1:8000/eid-sandbox")
 
 DJANGO_EID = {
+    # "v1", "v2" or "eid-hub": the sandbox speaks each (docs/guides/broker-api.md).
+    "BROKER_API": env.str("EID_BROKER_API", default="v1"),
+    "ACCOUNT_ID": env.str("EID_ACCOUNT_ID", default="a-sandbox" if EID_SANDBOX else "") or None,
     "CLIENT_ID": env.str("EID_CLIENT_ID", default="sandbox-client" if EID_SANDBOX else ""),
     "CLIENT_SECRET": env.str("EID_CLIENT_SECRET", default="sandbox-secret" if EID_SANDBOX else ""),
     "BASE_URL": env.str("EID_BASE_URL", default=EID_SANDBOX_URL),

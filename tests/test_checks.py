@@ -104,6 +104,20 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "//cdn.broker.test/wm.js"}),
     ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "ftp://cdn.broker.test/wm.js"}),
     ("django_eid.E022", {"IFRAME_WEB_MESSAGING_SCRIPT": "/static/wm.js"}),
+    ("django_eid.E027", {"BROKER_API": "v3"}),
+    ("django_eid.E027", {"BROKER_API": "V2"}),
+    ("django_eid.E027", {"BROKER_API": 2}),
+    ("django_eid.E028", {"BROKER_API": "eid-hub"}),
+    ("django_eid.E028", {"BROKER_API": "eid-hub", "ACCOUNT_ID": "  "}),
+    ("django_eid.E029", {"REQUESTED_ATTRIBUTES": "name dateOfBirth"}),
+    ("django_eid.E029", {"REQUESTED_ATTRIBUTES": ["name", 5]}),
+    ("django_eid.E029", {"REQUESTED_ATTRIBUTES": ["date of birth"]}),
+    # Provider names follow the API.
+    ("django_eid.E012", {"BROKER_API": "v2", "IDENTITY_PROVIDER": "NO_BANKID_WEB"}),
+    (
+        "django_eid.E012",
+        {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-1", "ALLOWED_PROVIDERS": ["NBID"]},
+    ),
 ]
 
 
@@ -148,6 +162,30 @@ def test_several_errors_are_reported_together(settings: SettingsWrapper) -> None
     assert "E001" in str(info.value)
     assert "E007" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"BROKER_API": "v2", "IDENTITY_PROVIDER": "no_bankid_mobile"},
+        {
+            "BROKER_API": "eid-hub",
+            "ACCOUNT_ID": "a-spge-JoXJ5et0okvIKE10LN70",
+            "ALLOWED_PROVIDERS": ["nbid", "otp-sms"],
+            "REQUESTED_ATTRIBUTES": ["name", "dateOfBirth", "nbidAlternativeSubject"],
+        },
+    ],
+)
+def test_the_successor_apis_need_no_urls_of_their_own(
+    settings: SettingsWrapper, overrides: dict[str, Any]
+) -> None:
+    """Their hosts, token paths and scopes are the API's own unless set."""
+    settings.DEBUG = True
+    values = {k: v for k, v in eid_settings_with(**overrides).items()}
+    for key in ("BASE_URL", "AUTH_URL", "SCOPES"):
+        values.pop(key, None)
+    settings.DJANGO_EID = values
+    assert checks.run_checks(tags=["django_eid"]) == []
 
 
 def test_valid_values_that_look_odd_are_accepted(settings: SettingsWrapper) -> None:

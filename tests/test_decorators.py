@@ -588,4 +588,4 @@ def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
     with pytest.raises(ValueError, match="provider"):
 
         class Typo(EidRequiredMixin, View):
-            eid_providers = ["bankid"]
+            eid_providers = ["bank id"]

@@ -52,6 +52,7 @@ def fail() -> str:
 def test_a_working_setup_is_reported(broker: responses.RequestsMock) -> None:
     add_token(broker, TOKEN, expires_in=3600)
     out, err = run()
+    assert "Broker API: v1" in out
     assert "Token endpoint: https://auth.broker.test/oauth/connect/token" in out
     assert "Scopes asked: identify" in out
     assert "Token type: Bearer" in out
@@ -215,3 +216,25 @@ def test_success_from_the_command_line(
     captured = capsys.readouterr()
     assert "Lifetime: 3600 s" in captured.out
     assert TOKEN not in captured.out + captured.err
+
+
+def test_the_eid_hub_s_own_token_endpoint_and_scope(
+    broker: responses.RequestsMock, settings: Any
+) -> None:
+    settings.DJANGO_EID = {
+        **settings.DJANGO_EID,
+        "BROKER_API": "eid-hub",
+        "ACCOUNT_ID": "a-spge-1",
+        "AUTH_URL": "https://auth.broker.test",
+        "SCOPES": None,
+    }
+    broker.add(
+        responses.POST,
+        "https://auth.broker.test/auth/open/connect/token",
+        json={"access_token": TOKEN, "expires_in": 600, "token_type": "Bearer"},
+    )
+    out, _err = run()
+    assert "Broker API: eid-hub" in out
+    assert "Token endpoint: https://auth.broker.test/auth/open/connect/token" in out
+    assert "Client authentication: post" in out
+    assert "Scopes asked: signicat-api" in out

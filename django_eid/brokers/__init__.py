@@ -13,13 +13,18 @@ types; it hands each call to the :class:`BrokerApi` of ``DJANGO_EID["BROKER_API"
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
+from urllib.parse import quote, urlsplit
 
 from django_eid.records import CreatedSession, IdentificationRecord
 from django_eid.transport import Answer
+
+if TYPE_CHECKING:
+    from django_eid.conf import EidSettings
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,8 @@ class SessionRequest:
     return_urls: ReturnUrls
     external_reference: str
     identity_provider: str | None = None
-    #: Django's language code of the request (``nb``, ``sv-se``); each API maps it.
+    #: The broker language of the request, a code of ``LANGUAGE`` (``NO``, ``EN``, ``SV``,
+    #: ``DA``, ``FI``); each API spells it its own way.
     language: str | None = None
     get_social_security_number: bool = False
     iframe_domain: str | None = None
@@ -88,10 +94,16 @@ class BrokerApi(ABC):
     request_id_param: ClassVar[str]
     external_id_param: ClassVar[str]
     return_params: ClassVar[tuple[str, ...]]
+    #: What a provider name of this API looks like (``NO_BANKID_WEB``, ``no_bankid_mobile``,
+    #: ``nbid``); settings, gates and start requests are checked against it.
+    provider_re: ClassVar[re.Pattern[str]]
+    #: An example of it, for messages.
+    provider_example: ClassVar[str]
 
-    def __init__(self, call: ApiCall, base_url: str) -> None:
+    def __init__(self, call: ApiCall, settings: EidSettings) -> None:
         self.call = call
-        self.base_url = base_url
+        self.settings = settings
+        self.base_url = settings.BASE_URL
 
     # -- how the user comes back ------------------------------------------------------
     @classmethod
@@ -130,18 +142,31 @@ class BrokerApi(ABC):
         """End the session at the broker, so that its identity can no longer be used."""
 
 
+def with_query(url: str, name: str, value: str) -> str:
+    """``url`` with the query parameter ``name=value`` added to whatever query it has."""
+    joiner = "&" if urlsplit(url).query else "?"
+    return f"{url}{joiner}{name}={quote(value, safe='')}"
+
+
+#: A provider name in any API's syntax (``NO_BANKID_WEB``, ``no_bankid_mobile``, ``otp-sms``).
+ANY_PROVIDER_RE: Final = re.compile(r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\Z")
+
 #: The APIs django-eid speaks, by their ``BROKER_API`` name.
-API_NAMES: Final = ("v1",)
+API_NAMES: Final = ("v1", "v2", "eid-hub")
 
 
 def broker_api() -> type[BrokerApi]:
-    """The API the settings choose."""
-    return api_class("v1")
+    """The API the settings choose (``BROKER_API``)."""
+    from django_eid.conf import eid_settings
+
+    return eid_settings.broker_api
 
 
 def api_class(name: str) -> type[BrokerApi]:
     """The :class:`BrokerApi` called ``name`` (``KeyError`` for an unknown one)."""
+    from django_eid.brokers.eidhub import EidHubApi
     from django_eid.brokers.v1 import V1Api
+    from django_eid.brokers.v2 import V2Api
 
-    classes: dict[str, type[BrokerApi]] = {V1Api.name: V1Api}
+    classes: dict[str, type[BrokerApi]] = {api.name: api for api in (V1Api, V2Api, EidHubApi)}
     return classes[name]

@@ -9,6 +9,7 @@ that the broker fills in the return URLs, a status call without personal data, a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
@@ -70,6 +71,8 @@ class V1Api(BrokerApi):
     request_id_param: ClassVar[str] = vocabulary.RETURN_REQUEST_ID
     external_id_param: ClassVar[str] = vocabulary.RETURN_EXTERNAL_ID
     return_params: ClassVar[tuple[str, ...]] = vocabulary.RETURN_PARAMS
+    provider_re: ClassVar[re.Pattern[str]] = vocabulary.PROVIDER_RE
+    provider_example: ClassVar[str] = "NO_BANKID_WEB"
 
     @classmethod
     def return_urls(cls, urls: ReturnUrls, *, external_reference: str) -> ReturnUrls:

@@ -26,10 +26,12 @@ from urllib.parse import parse_qsl, unquote
 
 from django_eid import vocabulary
 from django_eid.records import lower_keys
+from django_eid.sandbox import wire_eidhub, wire_v2
 from django_eid.sandbox.persons import Person
 from django_eid.sandbox.store import Store, now
 from django_eid.sandbox.wire import (
     MAX_FIELDS,
+    CreateRequest,
     Refused,
     Reply,
     Session,
@@ -42,6 +44,14 @@ from django_eid.sandbox.wire import (
 
 #: Seconds a session is kept after its last change.
 SESSION_LIFETIME: Final = 3600
+#: The eID Hub's token: its scope and lifetime (the vendor's default).
+HUB_SCOPES: Final = frozenset({"signicat-api"})
+HUB_TOKEN_LIFETIME: Final = 600
+#: Each successor API's return URL, by the API's name (v1 fills placeholders instead).
+_RETURN_URLS: Final[dict[str, Callable[[Session], str]]] = {
+    wire_v2.API: wire_v2.return_url,
+    wire_eidhub.API: wire_eidhub.return_url,
+}
 _ALPHANUMERIC: Final = string.ascii_letters + string.digits
 
 
@@ -137,8 +147,10 @@ class SandboxBroker:
         clock: Callable[[], float] = now,
         request_ids: Callable[[], str] | None = None,
         tokens: Callable[[], str] | None = None,
+        account_id: str | None = None,
     ) -> None:
         self.store = store
+        self._account_id = account_id
         self.client_id = client_id
         self.client_secret = client_secret
         self.login_url = login_url
@@ -146,6 +158,7 @@ class SandboxBroker:
         self.clock = clock
         # Tests that need to know a request id before the app asks for it pass their own.
         self.new_request_id = request_ids or random_request_id
+        self._own_request_ids = request_ids is not None
         self.new_token = tokens
 
     # -- the token endpoint ------------------------------------------------
@@ -156,7 +169,39 @@ class SandboxBroker:
         except Refused as refused:
             return refused.reply
 
-    def _token(self, authorization: str | None, form: Mapping[str, Sequence[str]]) -> Reply:
+    @property
+    def account_id(self) -> str:
+        """The eID Hub account of the configured client: the site's ``ACCOUNT_ID``, or one
+        derived from the client id (stable)."""
+        if self._account_id:
+            return self._account_id
+        return "a-sandbox-" + hashlib.sha256(self.client_id.encode()).hexdigest()[:20]
+
+    def hub_token(
+        self, *, authorization: str | None, content_type: str | None, body: bytes
+    ) -> Reply:
+        """``POST {auth_url}/auth/open/connect/token``: scope ``signicat-api``, a token of
+        600 s whose payload names the account (``account_id``), as the eID Hub's does."""
+        try:
+            return self._token(
+                authorization,
+                parse_form(content_type, body),
+                allowed_scopes=HUB_SCOPES,
+                lifetime=HUB_TOKEN_LIFETIME,
+                extra_claims={"account_id": self.account_id},
+            )
+        except Refused as refused:
+            return refused.reply
+
+    def _token(
+        self,
+        authorization: str | None,
+        form: Mapping[str, Sequence[str]],
+        *,
+        allowed_scopes: frozenset[str] = vocabulary.SCOPES,
+        lifetime: int | None = None,
+        extra_claims: Mapping[str, Any] | None = None,
+    ) -> Reply:
         for name, values in form.items():
             if len(values) > 1:
                 raise oauth_error("invalid_request", f"'{name}' is given more than once.")
@@ -170,12 +215,14 @@ class SandboxBroker:
         scopes = params.get("scope", "").split()
         if not scopes:
             raise oauth_error("invalid_request", "'scope' is required.")
-        unknown = sorted(set(scopes) - vocabulary.SCOPES)
+        unknown = sorted(set(scopes) - allowed_scopes)
         if unknown:
             raise oauth_error("invalid_scope", f"Unknown scope(s): {' '.join(unknown)}.")
+        lifetime = self.token_lifetime if lifetime is None else lifetime
         issued = self.clock()
-        expires_at = issued + self.token_lifetime
+        expires_at = issued + lifetime
         claims = {
+            **(extra_claims or {}),
             "iss": "django-eid-sandbox",
             "client_id": client_id,
             "scope": sorted(set(scopes)),
@@ -185,8 +232,8 @@ class SandboxBroker:
         }
         token = self.new_token() if self.new_token else _jwt_shaped(claims)
         grant = {"client_id": client_id, "scope": claims["scope"], "expires_at": expires_at}
-        self.store.set(_hashed("token", token), grant, self.token_lifetime)
-        body = {"access_token": token, "expires_in": self.token_lifetime, "token_type": "Bearer"}
+        self.store.set(_hashed("token", token), grant, lifetime)
+        body = {"access_token": token, "expires_in": lifetime, "token_type": "Bearer"}
         return Reply(200, body, {"Cache-Control": "no-store", "Pragma": "no-cache"})
 
     def _authenticate_client(self, authorization: str | None, params: Mapping[str, str]) -> str:
@@ -217,8 +264,8 @@ class SandboxBroker:
                 return cid
         raise oauth_error("invalid_client", "Unknown client or wrong secret.", 401)
 
-    def _authorize(self, authorization: str | None) -> str:
-        """The client id of a valid bearer token with scope ``identify``."""
+    def _authorize(self, authorization: str | None, scope: str = "identify") -> str:
+        """The client id of a valid bearer token with ``scope``."""
         scheme, _, token = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise api_error(401, "UNAUTHORIZED", "A Bearer access token is required.")
@@ -227,11 +274,16 @@ class SandboxBroker:
             raise api_error(401, "UNAUTHORIZED", "The access token is not valid.", "invalid_token")
         if self.clock() >= float(grant.get("expires_at", 0)):
             raise api_error(401, "UNAUTHORIZED", "The access token has expired.", "invalid_token")
-        if "identify" not in grant.get("scope", ()):
+        if scope not in grant.get("scope", ()):
             raise api_error(
-                403, "FORBIDDEN", "The access token lacks scope 'identify'.", "insufficient_scope"
+                403, "FORBIDDEN", f"The access token lacks scope '{scope}'.", "insufficient_scope"
             )
         return str(grant["client_id"])
+
+    def authorize(self, authorization: str | None, scope: str = "identify") -> str:
+        """The client id of a valid bearer token with ``scope``; raises :class:`Refused`
+        with a ``{"message", "code"}`` reply, which another API's layer re-renders."""
+        return self._authorize(authorization, scope)
 
     # -- the identification endpoints ---------------------------------------
     def create_session(self, *, authorization: str | None, body: bytes) -> Reply:
@@ -241,13 +293,7 @@ class SandboxBroker:
             request = parse_create_request(body)
         except Refused as refused:
             return refused.reply
-        session = Session(
-            request_id=self.new_request_id(),
-            client_id=client_id,
-            created_at=self.clock(),
-            **dataclasses.asdict(request),
-        )
-        self._save(session)
+        session = self.start(client_id, request)
         return Reply(
             200, {"Url": self.login_url(session.request_id), "RequestId": session.request_id}
         )
@@ -310,26 +356,99 @@ class SandboxBroker:
             message = "A session that ended in ERROR cannot be invalidated."
             return Reply(400, {"message": message, "code": "INVALID_STATUS"})
         session.status = vocabulary.INVALIDATED
-        session.identity = None
+        session.identity = session.birth_date = None
         self._save(session)
         return Reply(200, {})
 
     # -- sessions, and the person at the broker ------------------------------
+    def start(
+        self,
+        client_id: str,
+        request: CreateRequest,
+        *,
+        api: str = "v1",
+        wire: Mapping[str, Any] | None = None,
+        session_id: Callable[[], str] | None = None,
+        login_lifetime: float | None = None,
+        identity_lifetime: float | None = None,
+        lifetime: float | None = None,
+    ) -> Session:
+        """A new session of ``client_id`` for ``request``, whichever API asked for it.
+
+        ``api`` and ``wire`` are what the asking API's layer needs to render the session
+        later; the lifetimes (seconds after creation) are those of its API: the login
+        page's, the identity's, the session's own (``None``: v1's, kept an hour after its
+        last change). ``session_id`` makes the API's kind of id, unless the test gave
+        its own request ids.
+        """
+        created = self.clock()
+
+        def after(seconds: float | None) -> float | None:
+            return None if seconds is None else created + seconds
+
+        new_id = session_id if session_id and not self._own_request_ids else self.new_request_id
+        session = Session(
+            request_id=new_id(),
+            client_id=client_id,
+            created_at=created,
+            api=api,
+            wire=dict(wire or {}),
+            login_expires_at=after(login_lifetime),
+            identity_until=after(identity_lifetime),
+            delete_at=after(lifetime),
+            **dataclasses.asdict(request),
+        )
+        self._save(session)
+        return session
+
     def session(self, request_id: str) -> Session | None:
-        """The session with this id, or ``None``."""
-        value = self.store.get(_hashed("session", request_id))
+        """The session with this id, or ``None``; its lifetimes applied as of now."""
+        key = _hashed("session", request_id)
+        value = self.store.get(key)
         if value is None or value.get("request_id") != request_id:
             return None
         try:
-            return Session(**value)
+            session = Session(**value)
         except TypeError:  # written by another version of the sandbox
             return None
+        moment = self.clock()
+        if session.delete_at is not None and moment >= session.delete_at:
+            # A cache keeps whole seconds; the session's own clock decides.
+            self.store.delete(key)
+            return None
+        changed = False
+        login_over = session.login_expires_at is not None and moment >= session.login_expires_at
+        if login_over and session.in_progress:
+            session.status = vocabulary.TIMEOUT
+            changed = True
+        identity_over = session.identity_until is not None and moment >= session.identity_until
+        if identity_over and (session.identity is not None or session.birth_date is not None):
+            session.identity = session.birth_date = None
+            changed = True
+        if changed:
+            self._save(session)
+        return session
+
+    def end_by_client(self, request_id: str, client_id: str) -> Session:
+        """The client ended the session (v2 invalidate, eID Hub cancel): ``INVALIDATED``,
+        its identity dropped. Raises :class:`UnknownSession` (not the client's either) and
+        :class:`SessionFinished` for a session that ended in ``ERROR``."""
+        session = self.session(request_id)
+        if session is None or session.client_id != client_id:
+            raise UnknownSession(request_id[:40])
+        if session.status == vocabulary.ERROR:
+            raise SessionFinished(session.status)
+        session.status = vocabulary.INVALIDATED
+        session.identity = session.birth_date = None
+        self._save(session)
+        return session
 
     def _save(self, session: Session) -> None:
         # A read-modify-write: two simultaneous clicks may both win. Fine for a sandbox.
-        self.store.set(
-            _hashed("session", session.request_id), dataclasses.asdict(session), SESSION_LIFETIME
-        )
+        ttl: float = SESSION_LIFETIME
+        if session.delete_at is not None:
+            ttl = max(1.0, session.delete_at - self.clock())
+        self.store.set(_hashed("session", session.request_id), dataclasses.asdict(session), ttl)
 
     def _pending(self, request_id: str) -> Session:
         session = self.session(request_id)
@@ -369,6 +488,7 @@ class SandboxBroker:
             user_agent=user_agent,
             ip_address=ip_address,
         )
+        session.birth_date = person.birth_date.isoformat()
         session.status = vocabulary.SUCCESS
         self._save(session)
         return self.return_url(session)
@@ -396,9 +516,13 @@ class SandboxBroker:
 
     @staticmethod
     def return_url(session: Session) -> str:
-        """Where the person goes now that ``session`` ended, placeholders filled: ``[1]``
-        (request id) and ``[2]`` (external reference) in every URL, as the deployed service
-        does, and ``[0]`` (the error status) in the Error URL."""
+        """Where the person goes now that ``session`` ended, as the API that created it
+        says. For v1, placeholders filled: ``[1]`` (request id) and ``[2]`` (external
+        reference) in every URL, as the deployed service does, and ``[0]`` (the error
+        status) in the Error URL; the successors append ``sessionId``. ``""`` when the
+        session has no return URLs (headless)."""
+        if session.api != "v1":
+            return _RETURN_URLS[session.api](session)
         values = {
             vocabulary.REQUEST_ID: session.request_id,
             vocabulary.EXTERNAL_ID: session.external_reference or "",

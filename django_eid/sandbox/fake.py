@@ -3,16 +3,19 @@
 :class:`EidBroker` registers callbacks at the configured token and session URLs,
 so django-eid's real client talks to the real sandbox behaviour without a
 network, and a test plays the person at the broker with :meth:`~EidBroker.complete`,
-:meth:`~EidBroker.abort` and :meth:`~EidBroker.fail`.
+:meth:`~EidBroker.abort` and :meth:`~EidBroker.fail`. It serves the three APIs at once,
+each at its paths under the same ``AUTH_URL`` and ``BASE_URL``: v1, Express
+identification v2 and the eID Hub Authentication REST API.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import requests
 import responses
@@ -21,11 +24,19 @@ from django.core.cache import caches
 
 from django_eid import client
 from django_eid.conf import eid_settings
+from django_eid.sandbox import wire_eidhub, wire_v2
+from django_eid.sandbox.apis import (
+    HUB_SESSIONS_PATH,
+    HUB_TOKEN_PATH,
+    V2_SESSIONS_PATH,
+    EidHubSandbox,
+    V2Sandbox,
+)
 from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Fault, Faults, Raised, encode
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
-from django_eid.sandbox.wire import Session
+from django_eid.sandbox.wire import Reply, Session
 from django_eid.tokens import entry_keys
 from django_eid.vocabulary import (
     IN_PROGRESS,
@@ -33,6 +44,7 @@ from django_eid.vocabulary import (
     INVALIDATE_REQUEST_ID,
     SESSION_PATH,
     STATUS_PATH,
+    TOKEN_PATH,
 )
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
@@ -49,6 +61,13 @@ class EidBroker:
     - ``retrieve_requests``: the request ids asked for with ``GET ?requestId=``;
     - ``status_requests``: the request ids asked for with the status call (``Done``);
     - ``invalidate_requests``: the request ids of the invalidate calls;
+
+    The v2 and eID Hub calls are recorded in the same lists, under the same endpoint
+    names (which :meth:`inject` takes too): their token calls count in
+    ``token_requests``, their create bodies (camelCase) go to ``create_requests``, the
+    session id of a ``GET .../sessions/{id}`` to ``retrieve_requests``, and that of a v2
+    ``invalidate`` or an eID Hub ``cancel`` to ``invalidate_requests``.
+
     - ``issued_tokens``: the access tokens the broker issued, oldest first;
     - ``broker``: the underlying :class:`~django_eid.sandbox.broker.SandboxBroker`;
     - ``mock``: the active ``responses.RequestsMock`` (add your own URLs to it).
@@ -66,9 +85,18 @@ class EidBroker:
         login_url: Callable[[str], str] | None = None,
         request_ids: Callable[[], str] | None = None,
         tokens: Callable[[], str] | None = None,
+        auth_url: str | None = None,
+        base_url: str | None = None,
+        account_id: str | None = None,
     ) -> None:
         self.token_url = token_url
         self.session_url = session_url
+        # The successors' URLs hang off the same two bases (given, or read off v1's URLs).
+        self.auth_url = auth_url if auth_url is not None else token_url.removesuffix(TOKEN_PATH)
+        self.base_url = base_url if base_url is not None else session_url.rsplit(SESSION_PATH)[0]
+        self.v2_sessions_url = f"{self.base_url}{V2_SESSIONS_PATH}"
+        self.hub_token_url = f"{self.auth_url}{HUB_TOKEN_PATH}"
+        self.hub_sessions_url = f"{self.base_url}{HUB_SESSIONS_PATH}"
         self.store = MemoryStore(clock)
         login_base = session_url.rsplit(SESSION_PATH, 1)[0]
         self.broker = SandboxBroker(
@@ -80,6 +108,7 @@ class EidBroker:
             clock=clock,
             request_ids=request_ids,
             tokens=tokens,
+            account_id=account_id,
         )
         self.persons: Persons = builtin_persons()
         self.create_requests: list[Any] = []
@@ -90,14 +119,25 @@ class EidBroker:
         self.issued_tokens: list[str] = []
         self._request_ids: list[str] = []
         self.faults = Faults()
+        self.v2 = V2Sandbox(self.broker)
+        self.hub = EidHubSandbox(self.broker)
         self.mock = responses.RequestsMock(assert_all_requests_are_fired=False)
-        for method, url, endpoint in (
+        routes: list[tuple[str, str | re.Pattern[str], Endpoint]] = [
             (responses.POST, token_url, "token"),
             (responses.POST, session_url, "create"),
             (responses.GET, session_url, "retrieve"),
             (responses.GET, session_url + STATUS_PATH.removeprefix(SESSION_PATH), "status"),
             (responses.PUT, session_url + INVALIDATE_PATH.removeprefix(SESSION_PATH), "invalidate"),
-        ):
+            (responses.POST, self.v2_sessions_url, "create"),
+            (responses.GET, self.v2_sessions_url, "retrieve"),  # the list
+            (responses.GET, _one_session(self.v2_sessions_url), "retrieve"),
+            (responses.POST, _one_session(self.v2_sessions_url, "/invalidate"), "invalidate"),
+            (responses.POST, self.hub_token_url, "token"),
+            (responses.POST, self.hub_sessions_url, "create"),
+            (responses.GET, _one_session(self.hub_sessions_url), "retrieve"),
+            (responses.POST, _one_session(self.hub_sessions_url, "/cancel"), "invalidate"),
+        ]
+        for method, url, endpoint in routes:
             self.mock.add_callback(method, url, callback=self._callback(endpoint))  # type: ignore[arg-type]
 
     @classmethod
@@ -108,11 +148,18 @@ class EidBroker:
         """
         s = eid_settings
         return cls(
-            token_url=s.TOKEN_URL,
+            # v1's token path, whichever API the settings choose; each API has its own.
+            token_url=f"{s.AUTH_URL}{TOKEN_PATH}",
             session_url=f"{s.BASE_URL}{SESSION_PATH}",
+            auth_url=s.AUTH_URL,
+            base_url=s.BASE_URL,
             client_id=s.CLIENT_ID,
             client_secret=s.CLIENT_SECRET,
-            **{"token_lifetime": s.SANDBOX_TOKEN_LIFETIME, **options},
+            **{
+                "token_lifetime": s.SANDBOX_TOKEN_LIFETIME,
+                "account_id": s.ACCOUNT_ID or None,
+                **options,
+            },
         )
 
     def start(self) -> None:
@@ -268,7 +315,9 @@ class EidBroker:
         overrides it and calls ``super().serve``.
         """
         body = _body(request)
-        query = urlsplit(request.url or "").query
+        url = request.url or ""
+        query = urlsplit(url).query
+        api, session_id = self._route(url)
         request_id = None
         if endpoint == "token":
             self.token_requests += 1
@@ -277,6 +326,12 @@ class EidBroker:
                 self.create_requests.append(json.loads(body))
             except ValueError:
                 self.create_requests.append(body)
+        elif session_id is not None:
+            # The successors name the session in the path.
+            (self.retrieve_requests if endpoint == "retrieve" else self.invalidate_requests).append(
+                session_id
+            )
+            request_id = session_id
         elif endpoint == "invalidate":
             ids = [v for k, v in parse_qsl(query) if k.lower() == "requestid"]
             try:
@@ -295,7 +350,11 @@ class EidBroker:
         if fault is not None:
             return fault.answer()
         authorization = request.headers.get("Authorization")
-        if endpoint == "token":
+        if api == wire_v2.API:
+            reply = self._serve_v2(endpoint, authorization, query, body, session_id or "")
+        elif api == wire_eidhub.API:
+            reply = self._serve_hub(endpoint, request, query, body, session_id or "")
+        elif endpoint == "token":
             content_type = request.headers.get("Content-Type")
             reply = self.broker.token(
                 authorization=authorization, content_type=content_type, body=body
@@ -312,7 +371,79 @@ class EidBroker:
             reply = self.broker.invalidate(authorization=authorization, query=query, body=body)
         else:
             reply = self.broker.get_session(authorization=authorization, query=query)
-        return reply.status, {"Content-Type": "application/json", **reply.headers}, reply.content
+        return self._answer(reply)
+
+    def _route(self, url: str) -> tuple[str, str | None]:
+        """Which API a call is for, and the session id its path names (successors only)."""
+        address = url.split("?", 1)[0]
+        for api, prefix in (
+            (wire_v2.API, self.v2_sessions_url),
+            (wire_eidhub.API, self.hub_sessions_url),
+        ):
+            if address == prefix:
+                return api, None
+            if address.startswith(prefix + "/"):
+                return api, unquote(address[len(prefix) + 1 :].split("/", 1)[0])
+        if address == self.hub_token_url:
+            return wire_eidhub.API, None
+        return "v1", None
+
+    def _serve_v2(
+        self,
+        endpoint: Endpoint,
+        authorization: str | None,
+        query: str,
+        body: bytes,
+        session_id: str,
+    ) -> Reply:
+        if endpoint == "create":
+            reply = self.v2.create_session(authorization=authorization, body=body)
+            if reply.status == 201:
+                self._request_ids.append(reply.body["id"])
+            return reply
+        if endpoint == "invalidate":
+            return self.v2.invalidate(authorization=authorization, session_id=session_id)
+        if not session_id:
+            return self.v2.list_sessions(authorization=authorization, query=query)
+        return self.v2.get_session(authorization=authorization, session_id=session_id)
+
+    def _serve_hub(
+        self,
+        endpoint: Endpoint,
+        request: requests.PreparedRequest,
+        query: str,
+        body: bytes,
+        session_id: str,
+    ) -> Reply:
+        authorization = request.headers.get("Authorization")
+        if endpoint == "token":
+            content_type = request.headers.get("Content-Type")
+            reply = self.hub.token(
+                authorization=authorization, content_type=content_type, body=body
+            )
+            if reply.status == 200:
+                self.issued_tokens.append(reply.body["access_token"])
+            return reply
+        if endpoint == "create":
+            reply = self.hub.create_session(authorization=authorization, query=query, body=body)
+            if reply.status == 200:
+                self._request_ids.append(reply.body["id"])
+            return reply
+        if endpoint == "invalidate":
+            return self.hub.cancel(authorization=authorization, query=query, session_id=session_id)
+        return self.hub.get_session(authorization=authorization, query=query, session_id=session_id)
+
+    @staticmethod
+    def _answer(reply: Reply) -> Answer:
+        headers = {"Content-Type": "application/json", **reply.headers}
+        if reply.body is None:  # a 204
+            headers.pop("Content-Type")
+        return reply.status, headers, reply.content
+
+
+def _one_session(sessions_url: str, suffix: str = "") -> re.Pattern[str]:
+    """``{sessions_url}/{id}{suffix}``, with any query."""
+    return re.compile(re.escape(sessions_url) + r"/[^/?#]+" + re.escape(suffix) + r"(?:\?.*)?\Z")
 
 
 def forget_tokens() -> None:

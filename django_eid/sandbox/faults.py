@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+#: The endpoints by role. The successor APIs' calls answer to the same names: their token
+#: endpoints to "token", ``POST .../sessions`` to "create", ``GET .../sessions/{id}`` to
+#: "retrieve", v2's ``invalidate`` and the eID Hub's ``cancel`` to "invalidate".
 Endpoint: TypeAlias = Literal["token", "create", "retrieve", "status", "invalidate"]
 ENDPOINTS: tuple[Endpoint, ...] = ("token", "create", "retrieve", "status", "invalidate")
 #: An exception, or what makes a fresh one for each call (a class will do).

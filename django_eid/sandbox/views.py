@@ -24,6 +24,7 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 
 from django_eid.conf import eid_settings
+from django_eid.sandbox.apis import EidHubSandbox, V2Sandbox
 from django_eid.sandbox.broker import SandboxBroker, SessionError, UnknownSession
 from django_eid.sandbox.checks import sandbox_enabled
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
@@ -59,11 +60,14 @@ class SandboxView(View):
             client_secret=s.CLIENT_SECRET,
             login_url=login_url,
             token_lifetime=s.SANDBOX_TOKEN_LIFETIME,
+            account_id=s.ACCOUNT_ID or None,
         )
 
 
 def json_response(reply: Reply) -> HttpResponse:
     response = HttpResponse(reply.content, status=reply.status, content_type="application/json")
+    if reply.body is None:  # a 204: no body, so no content type either
+        del response["Content-Type"]
     for name, value in reply.headers.items():
         response[name] = value
     return response
@@ -167,6 +171,120 @@ class InvalidateView(SandboxView):
         return json_response(reply)
 
 
+@method_decorator(csrf_exempt, name="dispatch")
+class V2SessionsView(SandboxView):
+    """``POST`` (create) and ``GET`` (list) ``<mount>/identification/v2/sessions``."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = V2Sandbox(self.get_broker()).list_sessions(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+        )
+        return json_response(reply)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = V2Sandbox(self.get_broker()).create_session(
+            authorization=request.headers.get("Authorization"), body=request.body
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class V2SessionView(SandboxView):
+    """``GET <mount>/identification/v2/sessions/<id>``."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, session_id: str) -> HttpResponse:
+        simulate_latency()
+        reply = V2Sandbox(self.get_broker()).get_session(
+            authorization=request.headers.get("Authorization"), session_id=session_id
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class V2InvalidateView(SandboxView):
+    """``POST <mount>/identification/v2/sessions/<id>/invalidate``: 204."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, session_id: str) -> HttpResponse:
+        simulate_latency()
+        reply = V2Sandbox(self.get_broker()).invalidate(
+            authorization=request.headers.get("Authorization"), session_id=session_id
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class HubTokenView(SandboxView):
+    """``POST <mount>/auth/open/connect/token`` (eID Hub)."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = EidHubSandbox(self.get_broker()).token(
+            authorization=request.headers.get("Authorization"),
+            content_type=request.content_type,
+            body=request.body,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class HubSessionsView(SandboxView):
+    """``POST <mount>/auth/rest/sessions?signicat-accountId=`` (eID Hub)."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        simulate_latency()
+        reply = EidHubSandbox(self.get_broker()).create_session(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+            body=request.body,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class HubSessionView(SandboxView):
+    """``GET <mount>/auth/rest/sessions/<id>``."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, session_id: str) -> HttpResponse:
+        simulate_latency()
+        reply = EidHubSandbox(self.get_broker()).get_session(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+            session_id=session_id,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class HubCancelView(SandboxView):
+    """``POST <mount>/auth/rest/sessions/<id>/cancel``: 200 with the session."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, session_id: str) -> HttpResponse:
+        simulate_latency()
+        reply = EidHubSandbox(self.get_broker()).cancel(
+            authorization=request.headers.get("Authorization"),
+            query=request.META.get("QUERY_STRING", ""),
+            session_id=session_id,
+        )
+        return json_response(reply)
+
+
 def frame_ancestors(domain: str) -> str:
     """The CSP ``frame-ancestors`` sources for a parent ``domain`` (any scheme, any port)."""
     hosts = [domain] if ":" in domain.rsplit("]", 1)[-1] else [domain, f"{domain}:*"]
@@ -230,6 +348,9 @@ class LoginView(SandboxView):
         except SessionError:
             # A double click: the first POST ended the session between our check and now.
             return self.ended(broker.session(request_id), status=410)
+        if not url:
+            # A session without return URLs (headless): the site learns the end by polling.
+            return self.ended(broker.session(request_id), status=200)
         if session.iframe_domain:
             return self.leave_frame(session, url)
         return HttpResponseRedirect(url)

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from django_eid.records import is_http_url, lower_keys
 from django_eid.vocabulary import CREATED, IN_PROGRESS, LANGUAGES, PROVIDER_RE
@@ -40,7 +40,8 @@ class Reply:
 
     @property
     def content(self) -> bytes:
-        return json.dumps(self.body).encode()
+        # ``None`` is "no body" (a 204), never the JSON ``null``.
+        return b"" if self.body is None else json.dumps(self.body).encode()
 
 
 class Refused(Exception):
@@ -70,6 +71,19 @@ class Session:
     identity: dict[str, Any] | None = None  # record fields, once identified
     error: dict[str, str] | None = None
     created_at: float = 0.0
+    #: Which API created the session (``v1``, ``v2``, ``eid-hub``): its wire layer renders
+    #: it and builds its return URL. The fields below are ``None`` for v1, which has none.
+    api: str = "v1"
+    #: What that API's layer keeps of the request: the echo of its fields, its own options.
+    wire: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: After this the login page is closed and a session still in progress timed out.
+    login_expires_at: float | None = None
+    #: After this the identity (and the date of birth) are no longer served.
+    identity_until: float | None = None
+    #: After this the session is gone (404).
+    delete_at: float | None = None
+    #: The person's full date of birth, ISO (the v1 record has ``ddMMyy`` only).
+    birth_date: str | None = None
 
     @property
     def in_progress(self) -> bool:
@@ -116,6 +130,14 @@ def parse_form(content_type: str | None, body: bytes) -> dict[str, list[str]]:
         return parse_qs(body.decode(), keep_blank_values=True, max_num_fields=MAX_FIELDS)
     except (UnicodeDecodeError, ValueError):
         raise oauth_error("invalid_request", "The form is not valid.") from None
+
+
+def append_session_id(url: str, session_id: str) -> str:
+    """``url`` with ``sessionId=<id>`` appended, after ``?`` or ``&`` (the successors' return)."""
+    parts = urlsplit(url)
+    added = f"sessionId={quote(session_id, safe='')}"
+    query = f"{parts.query.rstrip('&')}&{added}" if parts.query.rstrip("&") else added
+    return urlunsplit(parts._replace(query=query))
 
 
 def fill_placeholders(url: str, values: Mapping[str, str]) -> str:

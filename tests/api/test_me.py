@@ -175,9 +175,7 @@ def test_a_condition_that_is_not_valid(
 
 def test_a_malformed_provider_is_quoted(api: Api) -> None:
     refused = problem(api.me({"provider": "bank id"}), 400, "provider_malformed")
-    assert refused["message"] == (
-        "“bank id” is not a provider name (upper-case words joined by underscores)."
-    )
+    assert refused["message"] == ("“bank id” is not a provider name.")
 
 
 def test_several_conditions_that_are_not_valid(api: Api) -> None:

@@ -194,3 +194,35 @@ def test_identify_inside_an_iframe_of_another_site(
     # Shorter than the default wait while this fails (the flow needs well under a second).
     expect(page).to_have_url(f"{other_site}/account/", timeout=5_000)
     expect_identity(page, name="Kjærgaard, Søren Aabye", provider="DA_NEMID")
+
+
+@pytest.mark.parametrize(
+    ("broker_api", "provider"), [("v2", "no_bankid_netcentric"), ("eid-hub", "nbid")]
+)
+def test_identify_with_each_successor_api(
+    page: Page,
+    log_in: Callable[..., None],
+    user: Any,
+    settings: Any,
+    broker_api: str,
+    provider: str,
+) -> None:
+    """The demo, the site speaking v2 or the eID Hub to the sandbox speaking it too: the
+    broker appends ``sessionId`` to the return URL, and the identity lands the same."""
+    settings.DJANGO_EID = {
+        **settings.DJANGO_EID,
+        "BROKER_API": broker_api,
+        "ACCOUNT_ID": "a-spge-demo",
+        "SCOPES": None,
+    }
+    log_in()
+    page.get_by_role("button", name="Continue to identification").click()
+    expect(page).to_have_url(SANDBOX_PAGE)
+    choose_person(page, "Kari Marie Nordmann")
+    page.get_by_role("button", name="Identify", exact=True).click()
+    expect_identity(page, date_of_birth="1985-03-14", provider=provider)
+    expect(page.locator('dl.identity dd[data-field="name"]')).to_contain_text("Kari")
+    row = only_identification(user)
+    assert row.status == Identification.Status.SUCCESS
+    assert row.national_id_country == "NO"
+    assert bool(row.level_of_assurance) is (broker_api == "eid-hub")

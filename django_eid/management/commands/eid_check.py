@@ -72,6 +72,7 @@ class Command(BaseCommand):
         finally:
             client.close()
 
+        self.stdout.write(f"Broker API: {s.broker_api.name}")
         self.stdout.write(f"Token endpoint: {s.TOKEN_URL}")
         self.stdout.write(f"Client id: {s.CLIENT_ID}")
         self.stdout.write(f"Client authentication: {s.TOKEN_AUTH_METHOD}")

@@ -1,0 +1,138 @@
+"""The flow through the HTML pages, the JSON API and ``eid_reconcile``, with each of the
+broker's APIs, against the sandbox (``eid_broker``) speaking that API.
+
+The same tests for ``"v1"``, ``"v2"`` and ``"eid-hub"``: what differs is only the
+settings; the views and the flow core use the broker-API interface alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from io import StringIO
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.management import call_command
+
+from django_eid.models import Identification
+from django_eid.sandbox.fake import EidBroker
+from tests.fixtures_client import SettingsWrapper, eid_settings_with
+from tests.fixtures_views import alice, logged_in
+
+pytestmark = pytest.mark.django_db
+__all__ = ["alice"]  # a fixture
+
+Status = Identification.Status
+UA = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"
+#: The settings of each API, beside the suite's credentials and broker URLs.
+APIS: dict[str, dict[str, Any]] = {
+    "v1": {"BROKER_API": "v1"},
+    "v2": {"BROKER_API": "v2"},
+    "eid-hub": {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-spge-sandbox", "SCOPES": None},
+}
+#: Where each API carries the session id back.
+SESSION_ID_PARAM = {"v1": "requestId", "v2": "sessionId", "eid-hub": "sessionId"}
+
+
+@pytest.fixture(params=sorted(APIS))
+def api(request: pytest.FixtureRequest, settings: SettingsWrapper) -> str:
+    settings.DJANGO_EID = eid_settings_with(**APIS[request.param], GET_SOCIAL_SECURITY_NUMBER=True)
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def broker(api: str) -> Iterator[EidBroker]:
+    with EidBroker.from_settings() as served:
+        yield served
+
+
+def start(client: Any, broker: EidBroker, display: str = "redirect") -> Identification:
+    response = client.post("/eid/start/", {"display": display})
+    assert response.status_code in (302, 303), response.content
+    assert len(broker.create_requests) == 1
+    return Identification.objects.get()
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def test_a_success_is_stored_the_same_way(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker)
+    url = broker.complete()
+    assert SESSION_ID_PARAM[api] in urlsplit(url).query
+    response = client.get(path_of(url))
+    assert response.status_code in (200, 302)
+    if response.status_code == 200:  # the interstitial of a cross-site return
+        response = client.get(response.context["retry_url"])
+    row.refresh_from_db()
+    person = broker.persons.NORWEGIAN
+    assert row.status == Status.SUCCESS
+    assert (row.first_name, row.last_name) == (person.first_name, person.last_name)
+    assert row.social_security_number == person.national_identity_number
+    assert (row.national_id_country, row.age is not None) == ("NO", True)
+    assert person.national_identity_number not in json.dumps(row.raw)
+    assert bool(row.level_of_assurance) is (api == "eid-hub")
+
+
+def test_an_abort_and_a_forged_session_id(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker)
+    url = broker.abort()
+    param = SESSION_ID_PARAM[api]
+    forged = path_of(url).replace(f"{param}=", f"{param}=x")
+    assert client.get(forged).status_code == 400
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    client.get(path_of(url))
+    row.refresh_from_db()
+    assert row.status == Status.ABORTED
+
+
+def test_a_failure_is_confirmed_by_the_record(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker)
+    client.get(path_of(broker.fail("PKI_BLOCKED")))
+    row.refresh_from_db()
+    assert row.status == Status.ERROR
+    assert row.error_status
+
+
+def test_a_closed_tab_is_reconciled(api: str, broker: EidBroker, alice: AbstractBaseUser) -> None:
+    """No status call in v2 and the eID Hub: the record decides, under the same-device rule."""
+    client = logged_in(alice, HTTP_USER_AGENT=UA, REMOTE_ADDR="203.0.113.7")
+    row = start(client, broker)
+    broker.complete(user_agent=UA, ip_address="203.0.113.7")
+    out = StringIO()
+    call_command("eid_reconcile", "--older-than", "0", stdout=out)
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS, out.getvalue()
+
+
+def test_the_json_api_cancels_at_the_broker(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    # The test client skips CSRF checks, as for tests/api's session-authenticated browser.
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    started = client.post(
+        "/eid/api/identifications/", {"display": "redirect"}, content_type="application/json"
+    )
+    assert started.status_code == 201, started.content
+    reference = started.json()["reference"]
+    cancelled = client.post(
+        f"/eid/api/identifications/{reference}/cancel/", content_type="application/json"
+    )
+    assert cancelled.status_code == 200, cancelled.content
+    assert len(broker.invalidate_requests) == 1
+    assert Identification.objects.get().status == Status.ABORTED

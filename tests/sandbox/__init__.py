@@ -1,0 +1,1 @@
+"""Tests of the sandbox broker's wire layers (v2, eID Hub)."""

@@ -1,0 +1,48 @@
+"""Shared by the wire-layer tests: the sandbox over HTTP allowed, a clock, a clocked broker."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from django_eid.sandbox.broker import SandboxBroker
+from django_eid.sandbox.store import MemoryStore
+from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
+
+FORM = "application/x-www-form-urlencoded"
+BASIC = "Basic " + base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode()
+LOGIN = "https://sandbox.test/login/{}/"
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1_741_083_300.0  # 2025-03-04T10:15:00Z
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def sandbox_allowed(settings: SettingsWrapper) -> None:
+    # tests/settings.py has DEBUG False, as production would.
+    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=True)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def clocked(clock: Clock) -> SandboxBroker:
+    """The behaviour without HTTP, on the test's clock."""
+    return SandboxBroker(
+        MemoryStore(clock),
+        client_id=CLIENT_ID,
+        client_secret=SECRET,
+        login_url=LOGIN.format,
+        clock=clock,
+    )
