@@ -240,3 +240,14 @@ def _parse_domain(obj: Mapping[str, Any], error: Callable[[str, str], None]) -> 
             return None
         return value.lower()
     return None
+
+
+def provider_named(session: Session, names: Mapping[str, str]) -> str | None:
+    """The provider a successor API reports for ``session``: the one its request allowed,
+    else the name in ``names`` of the (v1) provider the person used."""
+    allowed = session.wire.get("allowedProviders") or []
+    if len(allowed) == 1:
+        return str(allowed[0])
+    if not session.identity_provider:
+        return None
+    return names.get(session.identity_provider, session.identity_provider.lower())

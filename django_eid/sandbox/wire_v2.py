@@ -28,6 +28,7 @@ from django_eid.sandbox.wire import (
     Reply,
     Session,
     append_session_id,
+    provider_named,
 )
 
 API: Final = "v2"
@@ -235,12 +236,7 @@ def status_of(session: Session) -> str:
 
 def provider_of(session: Session) -> str | None:
     """The v2 provider: the one allowed provider, else the v1 provider's v2 name."""
-    allowed = session.wire.get("allowedProviders") or []
-    if len(allowed) == 1:
-        return str(allowed[0])
-    if not session.identity_provider:
-        return None
-    return PROVIDERS.get(session.identity_provider, session.identity_provider.lower())
+    return provider_named(session, PROVIDERS)
 
 
 def security_reference(session: Session) -> str:
