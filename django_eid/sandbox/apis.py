@@ -14,14 +14,18 @@ import uuid
 from typing import Final
 from urllib.parse import parse_qsl
 
+from django_eid.brokers import eidhub
+from django_eid.brokers.eidhub import EidHubApi
+from django_eid.brokers.v2 import V2Api
 from django_eid.sandbox import wire_eidhub, wire_v2
 from django_eid.sandbox.broker import SandboxBroker, SessionFinished, UnknownSession
 from django_eid.sandbox.wire import MAX_FIELDS, Refused, Reply, Session
 
-#: The successors' paths, under ``BASE_URL`` (sessions) and ``AUTH_URL`` (the hub's token).
-V2_SESSIONS_PATH: Final = "/identification/v2/sessions"
-HUB_SESSIONS_PATH: Final = "/auth/rest/sessions"
-HUB_TOKEN_PATH: Final = "/auth/open/connect/token"  # noqa: S105  (a path, not a password)
+#: The successors' paths, under ``BASE_URL`` (sessions) and ``AUTH_URL`` (the hub's token):
+#: the client's, so that both sides name them once.
+V2_SESSIONS_PATH: Final = V2Api.sessions_path
+HUB_SESSIONS_PATH: Final = EidHubApi.sessions_path
+HUB_TOKEN_PATH: Final = EidHubApi.token_path
 
 #: How many of a client's v2 sessions the list call can show.
 MAX_LISTED: Final = 500
@@ -32,7 +36,7 @@ def _index_key(client_id: str) -> str:
 
 
 #: The query parameter naming the hub account (optional, checked when given).
-ACCOUNT_PARAM: Final = "signicat-accountId"
+ACCOUNT_PARAM: Final = eidhub.ACCOUNT_PARAM
 
 
 class V2Sandbox:
