@@ -35,8 +35,13 @@ from django_eid.validation import problems
 
 logger = logging.getLogger("django_eid.client")
 
-#: Eleven digits standing alone: a national identity number, kept out of error messages.
-_NIN_RE: Final = re.compile(r"(?<!\d)\d{11}(?!\d)")
+#: What may be a Nordic national identity number, kept out of error messages: 10 to 12
+#: digits standing alone (NO 11, SE 10 or 12, DK 10), or with a separator after the date
+#: (SE ``YYMMDD-NNNN``/``YYYYMMDD-NNNN``, DK ``DDMMYY-NNNN``, FI ``DDMMYY-NNNC`` with a
+#: century sign and a check character that may be letters).
+_NIN_RE: Final = re.compile(
+    r"(?<![\dA-Za-z])(?:\d{10,12}|\d{6}(?:\d{2})?[-+A-Za-z]\d{3}[\dA-Za-z])(?![\dA-Za-z])"
+)
 #: A JWT (the broker's access tokens are JWTs), kept out of error messages.
 _JWT_RE: Final = re.compile(r"eyJ[\w-]*\.[\w-]+\.[\w-]*")
 
@@ -216,7 +221,7 @@ class EidClient:
         if token is not None:
             text = text.replace(token.access_token, "***")
         text = _JWT_RE.sub("***", text)
-        return _NIN_RE.sub("***********", text)
+        return _NIN_RE.sub("***", text)
 
     def _token_error(self, answer: Answer) -> TokenError:
         body, summary = answer.describe(self._scrub)

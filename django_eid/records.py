@@ -131,7 +131,8 @@ class IdentificationRecord:
     environment_info: EnvironmentInfo = field(default_factory=EnvironmentInfo)
     error: RecordError | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Out of repr(): a broker may put personal data anywhere it likes.
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     #: The answer as received, without the national identity number (its API removed it).
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False

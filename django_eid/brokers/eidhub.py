@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from django_eid.brokers import SessionRequest
-from django_eid.brokers.v2 import V2Api, iso_date
+from django_eid.brokers.v2 import PERSONAL_ECHOES, V2Api, iso_date
 from django_eid.exceptions import EidProtocolError
 from django_eid.records import (
     CreatedSession,
@@ -157,8 +157,7 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
-    # The echo of the request's pre-filled input may hold the expected person's number.
-    received = {k: v for k, v in body.items() if k != "prefilledInput"}
+    received = {k: v for k, v in body.items() if k not in PERSONAL_ECHOES}
     if "nin" in subject:
         # The number's country and type stay; its value does not.
         kept = {k: v for k, v in nin.items() if k != "value"}
@@ -191,6 +190,6 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
         error=RecordError(error_code=opt_str(error, "code", what), error_message=message)
         if error or message
         else None,
-        extra={k: v for k, v in body.items() if k not in known},
+        extra={k: v for k, v in received.items() if k not in known},
         received=received,
     )

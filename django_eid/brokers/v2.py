@@ -50,6 +50,13 @@ _PROGRESS: Final = {
 }
 #: The persons' country by the prefix of a v2 provider name.
 _COUNTRIES: Final = {"no": "NO", "se": "SE", "dk": "DK", "mitid": "DK", "ftn": "FI", "fi": "FI"}
+#: Properties of a session kept out of ``raw``: the echo of the pre-filled input may hold
+#: the expected person's number, and the audit trail holds the user's certificate (whose
+#: subject names the person and, for Swedish BankID, carries the personnummer).
+PERSONAL_ECHOES: Final = frozenset({"prefilledInput", "auditTrail"})
+#: A session id as django-eid puts it in a URL path: what the vendors' ids look like (hex,
+#: UUIDs), never a path segment of its own such as ``..``.
+SESSION_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,199}")
 #: What ``include`` asks for: the identity, and the number when the site keeps it.
 INCLUDE: Final = ("name", "date_of_birth")
 
@@ -123,6 +130,9 @@ class V2Api(BrokerApi):
             raise EidProtocolError(f"{what}: the answer has no absolute {self.url_property!r}")
         if not session_id:
             raise EidProtocolError(f"{what}: the answer has no 'id'")
+        if not SESSION_ID_RE.fullmatch(session_id):
+            # It goes into the path of every later call (".." would change which).
+            raise EidProtocolError(f"{what}: the answer's 'id' is not a session id")
         return CreatedSession(url=url, request_id=session_id)
 
     def create_body(self, request: SessionRequest) -> dict[str, Any]:
@@ -182,15 +192,20 @@ def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> Ident
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
-    # The echo of the request's pre-filled input may hold the expected person's number.
-    received = {k: v for k, v in body.items() if k != "prefilledInput"}
+    received = {k: v for k, v in body.items() if k not in PERSONAL_ECHOES}
     if "nin" in identity:
         received["identity"] = {k: v for k, v in identity.items() if k != "nin"}
     known = {"id", "status", "provider", "identity", "environment", "error"}
+    progress = progress_of(status)
+    if progress is Progress.SUCCESS and not identity:
+        # v2 drops the identity an hour after the session began but still says "success":
+        # a success without a person proves nobody (it would pass gates and let one person
+        # verify a second account).
+        progress = Progress.FAILED
     return IdentificationRecord(
         request_id=opt_str(body, "id", what),
         status=status,
-        progress=progress_of(status),
+        progress=progress,
         identity_provider=provider,
         identity_provider_unique_id=opt_str(identity, "providerId", what),
         name=opt_str(identity, "fullName", what),
@@ -211,6 +226,6 @@ def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> Ident
         )
         if error
         else None,
-        extra={k: v for k, v in body.items() if k not in known},
+        extra={k: v for k, v in received.items() if k not in known},
         received=received,
     )

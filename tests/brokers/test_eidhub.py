@@ -238,3 +238,22 @@ def test_a_problem_is_an_api_error_naming_its_code(broker: responses.RequestsMoc
     message = str(info.value)
     assert "invalid_request_parameter" in message
     assert "callbackUrls.success: must be an https URL" in message
+
+
+@pytest.mark.parametrize(
+    "number", ["198112289874", "19811228-9874", "811228-9874", "0707614285", "131052-308T"]
+)
+def test_no_nordic_number_reaches_an_error_message(
+    broker: responses.RequestsMock, number: str
+) -> None:
+    mock(broker)
+    problem = {
+        "title": "Invalid request parameter",
+        "code": "invalid_request_parameter",
+        "invalidParams": [{"name": "prefilledInput.nin", "reason": f"{number} is not valid"}],
+    }
+    broker.replace(responses.POST, SESSIONS, json=problem, status=400)
+    with pytest.raises(EidApiError) as info:
+        EidClient().create_session(return_urls=URLS, external_reference="e")
+    assert number not in str(info.value)
+    assert "prefilledInput.nin" in str(info.value)

@@ -136,3 +136,23 @@ def test_the_json_api_cancels_at_the_broker(
     assert cancelled.status_code == 200, cancelled.content
     assert len(broker.invalidate_requests) == 1
     assert Identification.objects.get().status == Status.ABORTED
+
+
+def test_a_v2_success_returned_after_the_identity_was_dropped_is_no_identification(
+    settings: SettingsWrapper, alice: AbstractBaseUser
+) -> None:
+    """v2 keeps the identity for an hour; a return after that finds "success" without a
+    person, which must not verify the account (nor pass ONE_ACCOUNT_PER_PERSON)."""
+    settings.DJANGO_EID = eid_settings_with(**APIS["v2"], ONE_ACCOUNT_PER_PERSON=True)
+    now = [1_000_000.0]
+    with EidBroker.from_settings(clock=lambda: now[0]) as served:
+        client = logged_in(alice, HTTP_USER_AGENT=UA)
+        row = start(client, served)
+        url = served.complete()
+        now[0] += 3601
+        response = client.get(path_of(url))
+        if response.status_code == 200 and "retry_url" in (response.context or {}):
+            client.get(response.context["retry_url"])
+    row.refresh_from_db()
+    assert row.status == Status.ERROR
+    assert Identification.objects.verified_for(alice) is None

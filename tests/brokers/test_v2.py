@@ -160,7 +160,8 @@ def test_the_sample_success_reads_as_the_same_record(broker: responses.RequestsM
 )
 def test_statuses_in_either_casing(status: str, progress: Progress) -> None:
 
-    assert parse_record({"id": "x", "status": status}, what="t").progress is progress
+    body = {"id": "x", "status": status, "identity": {"providerId": "9578-6000-4-351726"}}
+    assert parse_record(body, what="t").progress is progress
 
 
 def test_a_failure_keeps_the_broker_s_codes() -> None:
@@ -228,3 +229,33 @@ def test_the_return_carries_the_session_id() -> None:
     assert api.provider_country("mitid") == "DK"
     assert api.provider_country("ftn") == "FI"
     assert api.provider_country("github") is None
+
+
+def test_a_success_without_its_identity_identifies_nobody() -> None:
+    """v2 drops the identity an hour after the session began and still says "success"."""
+    gone = {k: v for k, v in SUCCESS.items() if k not in ("identity", "environment")}
+    record = parse_record(gone, what="t")
+    assert record.progress is Progress.FAILED
+    assert not record.is_success
+
+
+def test_personal_echoes_stay_out_of_raw_extra_and_repr() -> None:
+    body = {**SUCCESS, "prefilledInput": {"nin": "198112289874"}, "departmentId": "d-1"}
+    record = parse_record(body, what="t")
+    for text in (json.dumps(record.redacted()), repr(record), json.dumps(dict(record.extra))):
+        assert "198112289874" not in text
+        assert "31127112345" not in text
+        assert "MIIFbjCCBFagAwIBAgI" not in text  # the audit trail's certificate
+    assert dict(record.extra)["departmentId"] == "d-1"
+
+
+@pytest.mark.parametrize("session_id", ["..", ".", "a/b", "", "x" * 201, "a b"])
+def test_an_id_that_is_no_session_id_is_refused(
+    broker: responses.RequestsMock, session_id: str
+) -> None:
+    """It goes into the path of every later call: ``..`` would change which."""
+    mock(broker)
+    created = {"id": session_id, "url": "https://id.broker.test/login"}
+    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    with pytest.raises(EidProtocolError):
+        EidClient().create_session(return_urls=URLS, external_reference="e")
