@@ -68,17 +68,6 @@ logger = logging.getLogger("django_eid")
 START_FIELDS: Final = ("provider", "display", "next")
 #: The longest provider name (what the row stores; the HTML start form's ``max_length``).
 PROVIDER_MAX_LENGTH: Final = max_length("identity_provider") or 0
-#: django-eid's own reasons for a rejection, which a front end may act on.
-REJECTION_CODES: Final = frozenset(
-    {
-        outcomes.PROVIDER_NOT_ALLOWED,
-        outcomes.ONE_ACCOUNT_PER_PERSON,
-        outcomes.NOT_SAME_PERSON,
-        outcomes.MIN_AGE,
-        outcomes.AGE_UNKNOWN,
-        outcomes.RECEIVER_REJECTED,
-    }
-)
 
 
 # -- answers ------------------------------------------------------------------------------------
@@ -182,7 +171,7 @@ def identification_json(row: Identification) -> dict[str, Any]:
     """An identification of the user asking: its status, what it means, its identity."""
     outcome = outcomes.of(row)
     described: dict[str, Any] = {"code": outcome.code, "message": str(outcome.message)}
-    if row.status == Identification.Status.REJECTED and row.error_code in REJECTION_CODES:
+    if row.status == Identification.Status.REJECTED and row.error_code in outcomes.REJECTION_CODES:
         described["reason"] = row.error_code
     data: dict[str, Any] = {
         "reference": row.reference,
@@ -554,12 +543,11 @@ class ReturnView(ApiView):
         if len(kinds) != 1 or kinds[0] not in (flow.SUCCESS, flow.ABORT, flow.ERROR):
             raise Problem(outcomes.MALFORMED_LINK)
         row = self.own_row(caller, reference)
-        started_here = crypto.same_secret(values.get("secret"), row.return_key) or (
-            caller.via_session and state.holds(request, reference)
+        # Started from the HTML pages: only its own return URL, in its browser, ends it.
+        started_here = row.channel == Identification.Channel.API and (
+            crypto.same_secret(values.get("secret"), row.return_key)
+            or (caller.via_session and state.holds(request, reference))
         )
-        if row.channel != Identification.Channel.API:
-            # Started from the HTML pages: only its own return URL, in its browser, ends it.
-            started_here = False
         try:
             returned = flow.return_to(
                 kinds[0],

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.shortcuts import resolve_url
@@ -255,6 +255,11 @@ _REJECTIONS: dict[str, Promise] = {
         "check your age."
     ),
 }
+
+
+#: django-eid's own reasons for a rejection (``error_code`` of a ``REJECTED`` row), which a
+#: front end may act on; a site's own rejection is ``RECEIVER_REJECTED``.
+REJECTION_CODES: Final = frozenset({*_REJECTIONS, MIN_AGE, RECEIVER_REJECTED})
 
 
 def rejection_message(code: str, stored: str = "") -> str | None:

@@ -185,6 +185,15 @@ class IdentificationRecord:
 MAX_DEPTH: Final = 32
 
 
+def storable_object(body: Any, what: str) -> Mapping[str, Any]:
+    """``body`` if it is a JSON object a database can store; :class:`EidProtocolError`
+    (naming ``what``) for anything else. Where every parser of an answer starts."""
+    if not isinstance(body, Mapping):
+        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
+    refuse_unstorable(body, what)
+    return body
+
+
 def refuse_unstorable(body: Any, what: str) -> None:
     """Refuse what no database column holds: NUL characters, NaN/infinities, deep nesting.
 

@@ -150,11 +150,7 @@ def _eid_hub(s: EidSettings) -> Iterator[Problem]:
             "it names the account on every call.",
         )
     attributes = s.raw("REQUESTED_ATTRIBUTES")
-    if attributes is not None and (
-        isinstance(attributes, str)
-        or not isinstance(attributes, list | tuple)
-        or not all(isinstance(a, str) and _ATTRIBUTE_RE.fullmatch(a) for a in attributes)
-    ):
+    if attributes is not None and not _names(attributes, _ATTRIBUTE_RE):
         yield Problem(
             "django_eid.E029",
             "error",
@@ -162,6 +158,13 @@ def _eid_hub(s: EidSettings) -> Iterator[Problem]:
             "For example ['name', 'dateOfBirth', 'idpId']; 'nin' is added when "
             "GET_SOCIAL_SECURITY_NUMBER is on.",
         )
+
+
+def _names(value: object, pattern: re.Pattern[str]) -> bool:
+    """Whether ``value`` is a list (or tuple) of strings each matching ``pattern`` whole."""
+    return isinstance(value, list | tuple) and all(
+        isinstance(item, str) and pattern.fullmatch(item) for item in value
+    )
 
 
 #: An eID Hub attribute name (``dateOfBirth``, ``nbidAlternativeSubject``).
@@ -339,11 +342,7 @@ _SAMPLE_REFERENCE: Final = "A" * 32
 def _json_api(s: EidSettings) -> Iterator[Problem]:
     """The JSON API's front end (``FRONTEND_URLS``, its hosts) and its authentication."""
     hosts = s.raw("FRONTEND_ALLOWED_HOSTS")
-    if (
-        isinstance(hosts, str)
-        or not isinstance(hosts, list | tuple)
-        or not all(isinstance(h, str) and _HOST_RE.fullmatch(h) for h in hosts)
-    ):
+    if not _names(hosts, _HOST_RE):
         yield Problem(
             "django_eid.E025",
             "error",

@@ -13,6 +13,7 @@ types; it hands each call to the :class:`BrokerApi` of ``DJANGO_EID["BROKER_API"
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -164,9 +165,15 @@ def broker_api() -> type[BrokerApi]:
 
 def api_class(name: str) -> type[BrokerApi]:
     """The :class:`BrokerApi` called ``name`` (``KeyError`` for an unknown one)."""
+    return _classes()[name]
+
+
+@functools.cache
+def _classes() -> dict[str, type[BrokerApi]]:
+    # Imported on first use: the API modules import this one. Built once: the settings
+    # ask for the API on every read of a URL or a scope.
     from django_eid.brokers.eidhub import EidHubApi
     from django_eid.brokers.v1 import V1Api
     from django_eid.brokers.v2 import V2Api
 
-    classes: dict[str, type[BrokerApi]] = {api.name: api for api in (V1Api, V2Api, EidHubApi)}
-    return classes[name]
+    return {api.name: api for api in (V1Api, V2Api, EidHubApi)}

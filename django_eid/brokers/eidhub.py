@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from django_eid.brokers import SessionRequest
-from django_eid.brokers.v2 import PERSONAL_ECHOES, V2Api, iso_date
-from django_eid.exceptions import EidProtocolError
+from django_eid.brokers.v2 import PERSONAL_ECHOES, V2Api, environment_of, iso_date
 from django_eid.records import (
     CreatedSession,
-    EnvironmentInfo,
     IdentificationRecord,
     Progress,
     RecordError,
     opt_object,
     opt_str,
-    refuse_unstorable,
+    storable_object,
 )
 
 #: Under ``BASE_URL``: ``POST`` creates, ``GET /{id}`` retrieves, ``POST /{id}/cancel``.
@@ -148,12 +145,9 @@ def _country(value: str | None) -> str | None:
 
 def parse_record(body: Any, *, what: str) -> IdentificationRecord:
     """An eID Hub session as django-eid's record; :class:`EidProtocolError` otherwise."""
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    refuse_unstorable(body, what)
+    body = storable_object(body, what)
     subject = opt_object(body, "subject", what)
     nin = opt_object(subject, "nin", what)
-    environment = opt_object(body, "environment", what)
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
@@ -183,10 +177,7 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
         or EidHubApi.provider_country(provider),
         national_id_type=opt_str(nin, "type", what),
         level_of_assurance=opt_str(body, "loa", what),
-        environment_info=EnvironmentInfo(
-            user_agent=opt_str(environment, "userAgent", what),
-            ip_address=opt_str(environment, "ipAddress", what),
-        ),
+        environment_info=environment_of(body, what),
         error=RecordError(error_code=opt_str(error, "code", what), error_message=message)
         if error or message
         else None,

@@ -26,7 +26,7 @@ from django_eid.records import (
     is_http_url,
     lower_keys,
     opt_str,
-    refuse_unstorable,
+    storable_object,
 )
 
 #: Record property that holds the national identity number (lower-cased).
@@ -167,9 +167,7 @@ def parse_created(body: Any, *, what: str = "create_session") -> CreatedSession:
 
     Both ``Url`` (absolute) and ``RequestId`` are required: without them the flow cannot go on.
     """
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    refuse_unstorable(body, what)
+    body = storable_object(body, what)
     obj = lower_keys(body)
     url = opt_str(obj, "url", what)
     request_id = opt_str(obj, "requestid", what)
@@ -192,9 +190,7 @@ def parse_done(body: Any, *, what: str = "get_session_status") -> bool:
 
 def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecord:
     """Parse a retrieved record; raise :class:`EidProtocolError` for anything else."""
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    refuse_unstorable(body, what)
+    body = storable_object(body, what)
     obj = lower_keys(body)
     values: dict[str, Any] = {attr: opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()}
 

@@ -26,7 +26,7 @@ from django_eid.records import (
     is_http_url,
     opt_object,
     opt_str,
-    refuse_unstorable,
+    storable_object,
 )
 from django_eid.transport import Answer
 
@@ -67,6 +67,15 @@ def progress_of(status: str | None) -> Progress:
     if not status:
         return Progress.UNKNOWN
     return _PROGRESS.get(status.lower(), Progress.UNKNOWN)
+
+
+def environment_of(body: Mapping[str, Any], what: str) -> EnvironmentInfo:
+    """The browser the person identified in, as a successor API's session names it."""
+    environment = opt_object(body, "environment", what)
+    return EnvironmentInfo(
+        user_agent=opt_str(environment, "userAgent", what),
+        ip_address=opt_str(environment, "ipAddress", what),
+    )
 
 
 def iso_date(value: str | None) -> str | None:
@@ -119,11 +128,8 @@ class V2Api(BrokerApi):
 
     def created(self, answer: Answer) -> CreatedSession:
         """The created session's id and where to send the user."""
-        body = answer.json()
         what = answer.what
-        if not isinstance(body, Mapping):
-            raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-        refuse_unstorable(body, what)
+        body = storable_object(answer.json(), what)
         url = opt_str(body, self.url_property, what)
         session_id = opt_str(body, "id", what)
         if not is_http_url(url):
@@ -184,11 +190,8 @@ class V2Api(BrokerApi):
 
 def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> IdentificationRecord:
     """A v2 session resource as django-eid's record; :class:`EidProtocolError` otherwise."""
-    if not isinstance(body, Mapping):
-        raise EidProtocolError(f"{what}: expected a JSON object, got {type(body).__name__}")
-    refuse_unstorable(body, what)
+    body = storable_object(body, what)
     identity = opt_object(body, "identity", what)
-    environment = opt_object(body, "environment", what)
     error = opt_object(body, "error", what)
     status = opt_str(body, "status", what)
     provider = opt_str(body, "provider", what)
@@ -215,10 +218,7 @@ def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> Ident
         date_of_birth=iso_date(opt_str(identity, "dateOfBirth", what)),
         social_security_number=opt_str(identity, "nin", what),
         national_id_country=api.provider_country(provider),
-        environment_info=EnvironmentInfo(
-            user_agent=opt_str(environment, "userAgent", what),
-            ip_address=opt_str(environment, "ipAddress", what),
-        ),
+        environment_info=environment_of(body, what),
         error=RecordError(
             native_error_code=opt_str(error, "providerCode", what),
             error_code=opt_str(error, "code", what),
