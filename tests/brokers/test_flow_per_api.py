@@ -156,3 +156,31 @@ def test_a_v2_success_returned_after_the_identity_was_dropped_is_no_identificati
     row.refresh_from_db()
     assert row.status == Status.ERROR
     assert Identification.objects.verified_for(alice) is None
+
+
+def test_the_broker_down_at_the_start_is_an_error_page_and_no_pending_row(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    broker.fail_next("create", 503)
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    response = client.post("/eid/start/", {"display": "redirect"})
+    assert response.status_code in (502, 503)
+    row = Identification.objects.get()
+    assert (row.status, row.request_id) == (Status.ERROR, None)
+
+
+def test_the_broker_down_at_the_return_loses_nothing(
+    api: str, broker: EidBroker, alice: AbstractBaseUser
+) -> None:
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker)
+    url = path_of(broker.complete())
+    broker.fail_next("retrieve", 503, times=None)  # retried calls fail too: an outage
+    assert client.get(url).status_code == 503
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    # The same return URL, once the broker is back.
+    broker.heal()
+    client.get(url)
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS
