@@ -551,7 +551,7 @@ def return_to(
     if kind == ERROR and not record.is_success:
         # Only the broker's record ends the row: a browser alone cannot (it could otherwise
         # end any pending row, and start new ones past the pending limit).
-        return Returned(row, acted=fail(row, request, _error_status(params), record=record))
+        return Returned(row, acted=fail(row, request, _error_status(params, record), record=record))
     # The Success URL, or an Error URL whose record says SUCCESS after all.
     return Returned(row, acted=complete(row, record, request=request))
 
@@ -752,31 +752,42 @@ def finished_elsewhere(
 
 
 def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
-    """Why the request id and external id of a return do not name ``row``, or ``None``."""
+    """Why a return's ids do not name ``row``, or ``None``.
+
+    The external id (django-eid's own, 128 bits, in the URLs it builds) must be there and
+    match. The broker's session id is kept out of those URLs, but the successor APIs
+    append it (and rows started before v1's URLs dropped it carry it): when given, it must
+    match too. Either given more than once is refused.
+    """
     api = broker_api()
     returned = api.returned_ids(params)
-    for param, expected, values in (
-        (api.request_id_param, row.request_id or "", returned.request_id),
-        (api.external_id_param, row.external_id, returned.external_id),
-    ):
-        if len(values) != 1:
-            return f"{param} given {len(values)} times"
-        value = values[0]
-        if not value:
-            return f"{param} missing"
-        if len(value) > PLACEHOLDER_MAX:
-            return f"{param} too long"
-        # A broker that substitutes without percent-encoding turns a "+" of the id
-        # into a space on the way through the query string; accept that spelling too.
-        spellings = {value, value.replace(" ", "+")}
-        if not any(hmac.compare_digest(v.encode(), expected.encode()) for v in spellings):
-            return f"{param} does not match"
+    return _id_problem(
+        api.external_id_param, row.external_id, returned.external_id, required=True
+    ) or _id_problem(api.request_id_param, row.request_id or "", returned.request_id)
+
+
+def _id_problem(
+    param: str, expected: str, values: Sequence[str], *, required: bool = False
+) -> str | None:
+    if len(values) > 1:
+        return f"{param} given {len(values)} times"
+    value = values[0] if values else ""
+    if not value:
+        return f"{param} missing" if required else None
+    if len(value) > PLACEHOLDER_MAX:
+        return f"{param} too long"
+    # A broker that substitutes without percent-encoding turns a "+" of the id
+    # into a space on the way through the query string; accept that spelling too.
+    spellings = {value, value.replace(" ", "+")}
+    if not any(hmac.compare_digest(v.encode(), expected.encode()) for v in spellings):
+        return f"{param} does not match"
     return None
 
 
-def _error_status(params: Mapping[str, Sequence[str]]) -> str:
-    """The code an Error URL carries (v1's ``[0]``): opaque, short, printable ASCII only."""
-    value = broker_api().returned_ids(params).error_status
+def _error_status(params: Mapping[str, Sequence[str]], record: IdentificationRecord) -> str:
+    """The code an Error URL carries (v1's ``[0]``), else the record's status (the successor
+    APIs carry none): opaque, short, printable ASCII only."""
+    value = broker_api().returned_ids(params).error_status or record.status or ""
     return fit("error_status", "".join(c for c in value if 32 < ord(c) < 127)) or "UNKNOWN"
 
 

@@ -42,14 +42,13 @@ RETURN_EXTERNAL_ID: Final = "externalId"
 RETURN_ERROR_STATUS: Final = "status"
 #: Every query parameter of the return URLs that the broker fills.
 RETURN_PARAMS: Final = (RETURN_REQUEST_ID, RETURN_EXTERNAL_ID, RETURN_ERROR_STATUS)
-#: What the Success and Abort URLs append to carry ``[1]`` and ``[2]`` back.
-IDS_QUERY: Final = f"?{RETURN_REQUEST_ID}={REQUEST_ID}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
-#: What the Error URL appends to carry ``[0]`` back, and ``[1]``/``[2]`` (the deployed
-#: service fills those there too) to bind the error to the session.
-ERROR_QUERY: Final = (
-    f"?{RETURN_ERROR_STATUS}={ERROR_STATUS}"
-    f"&{RETURN_REQUEST_ID}={REQUEST_ID}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
-)
+#: What the Success and Abort URLs append to carry ``[2]`` back. The broker's request id
+#: (``[1]``) is left out: it is personal data to ``eid_purge``, and a URL lands in access
+#: logs and browser history; django-eid's reference (in the path) and external id suffice.
+IDS_QUERY: Final = f"?{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
+#: What the Error URL appends to carry ``[0]`` back, and ``[2]`` (the deployed service
+#: fills it there too) to bind the error to the session.
+ERROR_QUERY: Final = f"?{RETURN_ERROR_STATUS}={ERROR_STATUS}&{RETURN_EXTERNAL_ID}={EXTERNAL_ID}"
 
 # -- session statuses of a retrieved record ---------------------------------------------
 SUCCESS: Final = "SUCCESS"

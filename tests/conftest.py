@@ -164,3 +164,16 @@ def eid(settings: Any) -> Callable[..., None]:
         settings.DJANGO_EID = {**settings.DJANGO_EID, **values}
 
     return configure
+
+
+@pytest.fixture
+def broker_api(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The broker API of the test (``BROKER_API``): ``"v1"``, or each API in a suite whose
+    conftest parametrizes it (:func:`tests.fixtures_views.parametrize_apis`)."""
+    from tests.fixtures_broker import API_SETTINGS
+    from tests.fixtures_client import eid_settings_with
+
+    name: str = getattr(request, "param", "v1")
+    if name != "v1":
+        settings.DJANGO_EID = eid_settings_with(**API_SETTINGS[name])
+    return name

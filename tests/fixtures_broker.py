@@ -11,20 +11,41 @@ the short names the tests script it with. Records are the sandbox's record of
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import requests
 
+from django_eid.conf import eid_settings
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Raised
 from django_eid.sandbox.persons import builtin_persons
 from tests.fixtures_client import CLIENT_ID, SECRET, SESSION_URL, TOKEN_URL
+
+#: ``DJANGO_EID`` beside the suite's credentials and URLs, for each broker API
+#: (``BROKER_API``): what a parametrized suite sets (``tests/conftest.py``, ``apis`` mark).
+API_SETTINGS: Final[dict[str, dict[str, Any]]] = {
+    "v1": {"BROKER_API": "v1"},
+    "v2": {"BROKER_API": "v2"},
+    # The hub's scope is its own (``SCOPES`` falls back to it).
+    "eid-hub": {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-spge-sandbox", "SCOPES": None},
+}
+#: The identity fields of a v1 record (what the successors' wire layers render).
+_IDENTITY_FIELDS: Final = (
+    "IdentityProviderUniqueId",
+    "Name",
+    "FirstName",
+    "MiddleName",
+    "LastName",
+    "DateOfBirth",
+    "EnvironmentInfo",
+)
 
 #: The person of every record the suites are sent; its fields are the expected values.
 SAMPLE = builtin_persons().NORWEGIAN
@@ -100,16 +121,63 @@ class ScriptedBroker(EidBroker):
             login_url=lambda request_id: BROKER_PAGE,
             request_ids=self._request_id,
             tokens=lambda: ACCESS_TOKEN,
+            # The hub's token names its account (``BROKER_API = "eid-hub"``).
+            account_id=eid_settings.ACCOUNT_ID or None,
         )
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()
+        #: Every call, oldest first, with its endpoint (whichever API's URL it went to).
+        self.served: list[tuple[Endpoint, Call]] = []
 
     def _request_id(self) -> str:
         return self.next_request_ids.pop(0) if self.next_request_ids else new_request_id()
 
     def serve(self, endpoint: Endpoint, request: requests.PreparedRequest) -> Answer:
         self.counts[endpoint] += 1
+        self.served.append((endpoint, Call(request)))
         return super().serve(endpoint, request)
+
+    @property
+    def api(self) -> str:
+        """The broker API the app speaks now (``BROKER_API``)."""
+        return eid_settings.BROKER_API
+
+    def on_the_wire(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A v1 record (:func:`record`) as the app's broker API sends it.
+
+        The suites script records in v1's words; for ``"v2"`` and ``"eid-hub"`` the
+        session's fields are replaced by the record's and the sandbox's wire layer of
+        that API renders it, as it renders its own sessions.
+        """
+        if self.api == "v1":
+            return body
+        session = self.broker.session(str(body.get("RequestId")))
+        assert session is not None, "the session of a scripted record is started first"
+        error = body.get("Error")
+        identity = {key: body.get(key) for key in _IDENTITY_FIELDS}
+        if "SocialSecurityNumber" in body:
+            identity["SocialSecurityNumber"] = body["SocialSecurityNumber"]
+        has_identity = any(body.get(key) for key in _IDENTITY_FIELDS[:-1])
+        born = body.get("DateOfBirth")
+        rendered = dataclasses.replace(
+            session,
+            status=str(body.get("Status") or "UNKNOWN"),
+            identity_provider=body.get("IdentityProvider"),
+            identity=identity if has_identity else None,
+            birth_date=_iso_date(born) if isinstance(born, str) else None,
+            error={
+                "ErrorCode": str(error.get("ErrorCode") or ""),
+                "ErrorMessage": str(error.get("ErrorMessage") or ""),
+                "NativeErrorCode": str(error.get("NativeErrorCode") or ""),
+            }
+            if isinstance(error, dict)
+            else None,
+        )
+        # The session is in that state from now on, as at a real broker: a call the flow
+        # makes after the scripted one (another browser, a poll) sees the same session.
+        self.broker._save(rendered)
+        sandbox = self.v2 if self.api == "v2" else self.hub
+        return dict(sandbox.render(rendered))
 
     # -- scripting ------------------------------------------------------------------
     def script(
@@ -137,7 +205,7 @@ class ScriptedBroker(EidBroker):
 
     def answer_record(self, request_id: str, answer: dict[str, Any] | Scripted) -> None:
         """Retrieving ``request_id`` answers ``answer`` (a record) until healed."""
-        scripted = answer if isinstance(answer, Scripted) else reply(body=answer)
+        scripted = answer if isinstance(answer, Scripted) else reply(body=self.on_the_wire(answer))
         self.script("retrieve", scripted, request_id=request_id)
 
     def will_create(self, request_id: str | None = None) -> str:
@@ -159,19 +227,16 @@ class ScriptedBroker(EidBroker):
         self.will_answer(request_id, json=record(request_id, status, **overrides))
 
     def will_answer(self, request_id: str, times: int = 1, **answer: Any) -> None:
-        """The next ``times`` retrievals of ``request_id`` answer ``answer``."""
+        """The next ``times`` retrievals of ``request_id`` answer ``answer``; a record given
+        as ``json`` (in v1's words) is sent in the app's broker API."""
+        if isinstance(answer.get("json"), dict) and "Status" in answer["json"]:
+            answer = {**answer, "json": self.on_the_wire(answer["json"])}
         self.script("retrieve", _scripted(**answer), times=times, request_id=request_id)
 
     # -- what was sent ----------------------------------------------------------------
-    def calls(self, kind: Endpoint) -> list[Any]:
-        """The ``responses`` calls of ``kind``, oldest first."""
-        url = TOKEN_URL if kind == "token" else SESSION_URL
-        method = "GET" if kind == "retrieve" else "POST"
-        return [
-            c
-            for c in self.mock.calls
-            if c.request.method == method and (c.request.url or "").split("?")[0] == url
-        ]
+    def calls(self, kind: Endpoint) -> list[Call]:
+        """The calls of ``kind`` (at whichever API's URL), oldest first."""
+        return [call for endpoint, call in self.served if endpoint == kind]
 
     @property
     def create_calls(self) -> list[Any]:
@@ -185,6 +250,23 @@ class ScriptedBroker(EidBroker):
         """The JSON body of a create request."""
         body: dict[str, Any] = self.create_requests[index]
         return body
+
+
+def _iso_date(ddmmyy: str) -> str | None:
+    """v1's ``DateOfBirth`` (``ddMMyy``) as the successors write it, the century guessed."""
+    try:
+        day, month, year = int(ddmmyy[:2]), int(ddmmyy[2:4]), int(ddmmyy[4:6])
+    except ValueError:
+        return None
+    century = 1900 if year > 30 else 2000
+    return f"{century + year:04d}-{month:02d}-{day:02d}" if len(ddmmyy) == 6 else None
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call the broker served, as ``responses`` records one (``call.request``)."""
+
+    request: requests.PreparedRequest
 
 
 def _scripted(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,10 +21,12 @@ from django.test import Client
 
 import django_eid.transport
 from django_eid import signals
+from django_eid.brokers import api_class
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.sandbox.broker import SessionError
-from django_eid.sandbox.wire import fill_placeholders
-from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker
+from django_eid.sandbox.wire import Session, append_session_id, fill_placeholders
+from tests.fixtures_broker import API_SETTINGS, BROKER_PAGE, ScriptedBroker
 
 SIGNAL_NAMES = (
     "identification_started",
@@ -45,6 +47,31 @@ def substitute(url: str, **values: str) -> str:
     return f"{parts.path}?{parts.query}"
 
 
+def returned(api: str, template: str, *, status: str, session_id: str, external_id: str) -> str:
+    """A return URL of ``api`` as the broker sends the user there; path and query.
+
+    v1 fills the placeholders of the URL django-eid sent (``[0]`` the error status, ``[2]``
+    the external id; no session id: django-eid keeps it out of its URLs). The successor
+    APIs append ``sessionId`` to the URL as it was sent, the external id already in it.
+    ``session_id``/``external_id`` other than the genuine ones forge a return: for v1 the
+    session id is then added as ``requestId`` (as the URLs of older releases carried it).
+    """
+    broker_api = api_class(api)
+    if api == "v1":
+        url = substitute(template, p0=status, p2=external_id)
+        if session_id:
+            url += f"&{broker_api.request_id_param}={quote(session_id, safe='')}"
+        return url
+    parts = urlsplit(template)
+    assert (parts.scheme, parts.netloc) == ("http", "testserver"), template
+    query = [
+        (key, external_id if key == broker_api.external_id_param else value)
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    url = f"{parts.path}?{urlencode(query)}"
+    return append_session_id(url, session_id) if session_id else url
+
+
 @dataclass
 class Started:
     """A session started through the start view; its return URLs as the broker has them."""
@@ -56,6 +83,8 @@ class Started:
     request_id: str
     external_id: str
     broker: ScriptedBroker | None = None
+    #: The broker API the session was started with (``BROKER_API``).
+    api: str = "v1"
 
     @property
     def row(self) -> Identification:
@@ -65,28 +94,45 @@ class Started:
         return self.row
 
     @property
+    def session(self) -> Session:
+        """The broker's session, as the sandbox read the create request (any API)."""
+        assert self.broker is not None
+        found = self.broker.broker.session(self.request_id)
+        assert found is not None
+        return found
+
+    @property
     def return_urls(self) -> dict[str, str]:
-        urls: dict[str, str] = self.sent["ReturnUrls"]
-        return urls
+        """The return URLs sent, by ``Success``/``Abort``/``Error``, as the broker read them."""
+        return self.session.return_urls
 
     def template(self, kind: str) -> str:
         return self.return_urls[kind]
 
+    def _url(self, kind: str, status: str, values: dict[str, str]) -> str:
+        # v1 has no session id in its URLs; the successors append the genuine one.
+        genuine = "" if self.api == "v1" else self.request_id
+        return returned(
+            self.api,
+            self.return_urls[kind],
+            status=values.get("p0", status),
+            session_id=values.get("p1", genuine),
+            external_id=values.get("p2", self.external_id),
+        )
+
     def success_url(self, **values: str) -> str:
-        """The Success URL; ``p1``/``p2`` default to the genuine request and external id."""
-        values = {"p1": self.request_id, "p2": self.external_id, **values}
-        return substitute(self.return_urls["Success"], **values)
+        """The Success URL; ``p1``/``p2`` forge the session id and the external id."""
+        return self._url("Success", "", values)
 
     def abort_url(self, **values: str) -> str:
-        values = {"p1": self.request_id, "p2": self.external_id, **values}
-        return substitute(self.return_urls["Abort"], **values)
+        return self._url("Abort", "", values)
 
     def error_url(self, status: str = "TIMEOUT", **values: str) -> str:
         """The Error URL, as the broker sends the person there once the session failed with
-        ``status`` (the broker's record says so); ``p1``/``p2`` default to the genuine ids.
+        ``status`` (the broker's record says so); ``p1``/``p2`` forge the ids.
 
         When the broker's session is over already, or ``values`` change an id, the URL is
-        filled in without the broker (a replay, or a forged return).
+        made without the broker (a replay, or a forged return).
         """
         if self.broker is not None and not values:
             try:
@@ -94,9 +140,9 @@ class Started:
             except (SessionError, ValueError):  # over, or a status the broker never sends
                 pass
             else:
-                return substitute(url)
-        values = {"p0": status, "p1": self.request_id, "p2": self.external_id, **values}
-        return substitute(self.return_urls["Error"], **values)
+                parts = urlsplit(url)
+                return f"{parts.path}?{parts.query}"
+        return self._url("Error", status, values)
 
     def url(self, kind: str) -> str:
         """The genuine callback URL of ``kind`` (success, abort or error)."""
@@ -118,8 +164,18 @@ def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
 
 
+def parametrize_apis(metafunc: pytest.Metafunc) -> None:
+    """Run each test using ``broker_api`` once per broker API, or per API its ``apis``
+    mark names (``@pytest.mark.apis("v1", reason=...)``: a test of one API's wire)."""
+    if "broker_api" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("apis")
+    names = marker.args if marker else tuple(API_SETTINGS)
+    metafunc.parametrize("broker_api", names, indirect=True)
+
+
 @pytest.fixture
-def broker() -> Iterator[ScriptedBroker]:
+def broker(broker_api: str) -> Iterator[ScriptedBroker]:
     with ScriptedBroker() as scripted:
         yield scripted
 
@@ -172,7 +228,8 @@ def start_session(
     response = client.post("/eid/start/", post)
     assert len(broker.create_requests) == before + 1, response.status_code
     sent = broker.sent()
-    reference = urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3]
+    session = broker.sessions[-1]
+    reference = urlsplit(session.return_urls["Success"]).path.split("/")[3]
     if post.get("display") == "iframe":
         # Post/Redirect/Get: the page embedding the broker is a GET (a reload starts nothing).
         assert response.status_code == 303
@@ -185,7 +242,8 @@ def start_session(
     row = Identification.objects.get(reference=reference)
     assert row.status == Identification.Status.PENDING
     assert row.request_id == (request_id or broker.sessions[-1].request_id)
-    return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker)
+    api = eid_settings.BROKER_API
+    return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker, api)
 
 
 @pytest.fixture

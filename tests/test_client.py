@@ -43,9 +43,9 @@ URLS = ReturnUrls(
 )
 #: As the v1 create request sends them: with the placeholders, their brackets unencoded.
 SENT_URLS = {
-    "Success": "https://shop.example/eid/return/ok?requestId=[1]&externalId=[2]",
-    "Abort": "https://shop.example/eid/return/abort?requestId=[1]&externalId=[2]",
-    "Error": "https://shop.example/eid/return/error?status=[0]&requestId=[1]&externalId=[2]",
+    "Success": "https://shop.example/eid/return/ok?externalId=[2]",
+    "Abort": "https://shop.example/eid/return/abort?externalId=[2]",
+    "Error": "https://shop.example/eid/return/error?status=[0]&externalId=[2]",
 }
 CREATED = {
     "Url": "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9n",
@@ -232,7 +232,7 @@ def test_placeholders_reach_the_broker_unencoded(broker: responses.RequestsMock)
     EidClient().create_session(return_urls=URLS, external_reference="ref")
     raw = api_calls(broker)[0].request.body
     raw = raw if isinstance(raw, bytes) else raw.encode()
-    for placeholder in (b"status=[0]", b"requestId=[1]", b"externalId=[2]"):
+    for placeholder in (b"status=[0]", b"externalId=[2]"):
         assert placeholder in raw
     assert b"%5B" not in raw
     assert b"\\u005b" not in raw.lower()

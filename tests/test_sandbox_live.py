@@ -50,7 +50,7 @@ def test_the_client_and_a_browser_against_the_sandbox(sandbox_url: str) -> None:
     answer = browser.post(created.url, data=form, allow_redirects=False, timeout=10)
     assert answer.status_code == 302
     query = parse_qs(urlsplit(answer.headers["Location"]).query)
-    assert query == {"requestId": [created.request_id], "externalId": ["ext-42"]}
+    assert query == {"externalId": ["ext-42"]}  # no broker id in the URL
 
     record = client.get_session(created.request_id)
     minor = builtin_persons().MINOR

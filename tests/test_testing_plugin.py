@@ -97,10 +97,10 @@ def test_what_the_app_sent(user_client: Client, eid_broker: EidBroker) -> None:
     assert body["ExternalReference"] == row.external_id
     assert body["Language"] == "EN"
     assert body["GetSocialSecurityNumber"] is False
-    assert body["ReturnUrls"]["Success"].endswith("?requestId=[1]&externalId=[2]")
-    assert body["ReturnUrls"]["Abort"].endswith("/abort/?requestId=[1]&externalId=[2]")
-    # The Error URL is bound to its session by the broker's ids too.
-    assert body["ReturnUrls"]["Error"].endswith("/error/?status=[0]&requestId=[1]&externalId=[2]")
+    assert body["ReturnUrls"]["Success"].endswith("/success/?externalId=[2]")
+    assert body["ReturnUrls"]["Abort"].endswith("/abort/?externalId=[2]")
+    # The Error URL is bound to its session by django-eid's external id too.
+    assert body["ReturnUrls"]["Error"].endswith("/error/?status=[0]&externalId=[2]")
     assert "iFrame" not in body  # redirect display
     # The starting browser, as a keyed hash, never its address or agent; none at all here: the
     # test client sends no User-Agent, and a device without one is never recognised.
@@ -166,8 +166,9 @@ def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[
     start(user_client)
     session = eid_broker.pending()
     url = eid_broker.fail("LOGIN")
-    # The sandbox fills [0], and [1] and [2] as in the other return URLs.
-    assert f"status=LOGIN&requestId={session.request_id}&externalId=" in url
+    # The sandbox fills [0], and [2] as in the other return URLs; no broker id in URLs.
+    assert "status=LOGIN&externalId=" in url
+    assert session.request_id not in url
     response = user_client.get(url)
     assert response.status_code == 200  # the outcome page, with a way to try again
     assert reverse("django_eid:start") in response.content.decode()

@@ -165,8 +165,9 @@ def parse_record(body: Any, *, what: str) -> IdentificationRecord:
         status=status,
         progress=progress_of(status),
         identity_provider=provider,
-        # The id at the eID (NO BankID's PID); the broker's own pseudonym stays in ``raw``.
-        identity_provider_unique_id=opt_str(subject, "idpId", what) or opt_str(subject, "id", what),
+        # The id at the eID (NO BankID's PID). Never the broker's own pseudonym
+        # (``subject.id``, per client: another key for the same person); it stays in ``raw``.
+        identity_provider_unique_id=opt_str(subject, "idpId", what),
         name=opt_str(subject, "name", what),
         first_name=opt_str(subject, "firstName", what),
         middle_name=opt_str(subject, "middleName", what),

@@ -26,6 +26,7 @@ from django.test import Client
 
 from django_eid import flow
 from django_eid.api import openapi_document
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.sandbox.persons import Person
 from tests.fixtures_broker import SAMPLE, ScriptedBroker
@@ -166,10 +167,20 @@ def api_start(api: Api, broker: ScriptedBroker, body: Any = None, **kwargs: Any)
     assert len(broker.create_requests) == before + 1
     sent = broker.sent()
     reference = response.json()["reference"]
-    assert urlsplit(sent["ReturnUrls"]["Success"]).path.split("/")[3] == reference
     row = Identification.objects.get(reference=reference)
     assert row.request_id is not None
-    return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker)
+    started = Started(
+        response,
+        sent,
+        row.pk,
+        reference,
+        row.request_id,
+        row.external_id,
+        broker,
+        eid_settings.BROKER_API,
+    )
+    assert urlsplit(started.return_urls["Success"]).path.split("/")[3] == reference
+    return started
 
 
 def identified(

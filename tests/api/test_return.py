@@ -83,9 +83,9 @@ def test_the_app_finishes_an_identification_made_on_another_device(
         success.netloc,
         success.path,
     )
+    # The broker's ids that the return carried: django-eid's external id (no request id).
     assert parse_qs(parts.query) == {
         "eid_return": ["success"],
-        "requestId": [started.request_id],
         "externalId": [started.external_id],
     }
     # The same-device rule did not finish it there: nothing of the identity reached that browser.
@@ -343,7 +343,6 @@ def test_the_forward_keeps_the_front_end_url_s_own_query_and_fragment(
     assert parse_qs(parts.query) == {
         "lang": ["nb"],
         "eid_return": ["success"],
-        "requestId": [started.request_id],
         "externalId": [started.external_id],
     }
     assert app.finish(started.reference, parts.query).json()["status"] == "SUCCESS"

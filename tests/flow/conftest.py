@@ -1,5 +1,8 @@
 """Fixtures of the flow tests: the shared ones (tests.fixtures_views), and a signal log.
 
+Every test runs once per broker API (``BROKER_API`` v1, v2 and eid-hub: ``broker_api``),
+but those marked ``@pytest.mark.apis(...)`` (a test of one API's wire).
+
 The broker is the sandbox broker behind ``responses``
 (:class:`tests.fixtures_broker.ScriptedBroker`); a test scripts what a
 retrieval answers with ``broker.will_return(request_id, status, **fields)``.
@@ -33,6 +36,7 @@ from tests.fixtures_views import (
     bob,
     bob_client,
     broker,
+    parametrize_apis,
     signals_sent,
     start,
     substitute,
@@ -68,6 +72,16 @@ __all__ = [
     "start",
     "substitute",
 ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_apis(metafunc)
+
+
+@pytest.fixture(autouse=True)
+def _each_api(broker_api: str) -> str:
+    """Every test of the suite runs with each broker API."""
+    return broker_api
 
 
 @dataclass

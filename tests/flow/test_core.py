@@ -44,6 +44,7 @@ def ids(row: Identification) -> dict[str, list[str]]:
     return {"requestId": [row.request_id], "externalId": [row.external_id]}
 
 
+@pytest.mark.apis("v1", reason="v1's return URLs as sent")
 def test_a_whole_identification_without_a_request(
     alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
 ) -> None:
@@ -52,11 +53,9 @@ def test_a_whole_identification_without_a_request(
     assert started.url.startswith("https://")
     assert (row.status, row.user, row.next_url) == (Status.PENDING, alice, "/account/")
     urls = broker.sent()["ReturnUrls"]
-    assert urls["Success"] == (
-        f"https://{HOST}/eid/return/{row.reference}/success/?requestId=[1]&externalId=[2]"
-    )
+    assert urls["Success"] == (f"https://{HOST}/eid/return/{row.reference}/success/?externalId=[2]")
     assert urls["Error"] == (
-        f"https://{HOST}/eid/return/{row.reference}/error/?status=[0]&requestId=[1]&externalId=[2]"
+        f"https://{HOST}/eid/return/{row.reference}/error/?status=[0]&externalId=[2]"
     )
 
     broker.will_return(row.request_id)  # the user identified at the broker
@@ -181,6 +180,7 @@ def test_the_pending_limit_refuses_before_the_broker_is_called(
     assert len(broker.create_requests) == 2
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(
     ("overrides", "provider", "restrict", "code", "chosen"),
     [
@@ -333,6 +333,7 @@ def test_the_pending_limit_locks_through_the_base_manager(
     assert taken == [user_model]
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_iframe_display_sends_the_hosts_domain(alice: AbstractBaseUser, broker: Broker) -> None:
     start(alice, display="iframe")
     assert broker.sent()["iFrame"]["Domain"] == HOST
@@ -357,14 +358,15 @@ def test_safe_next(value: str | None, safe: str) -> None:
     assert flow.safe_next(value, host=HOST, secure=True) == safe
 
 
+@pytest.mark.apis("v1", reason="v1's placeholders")
 def test_return_urls_keep_the_placeholders_unencoded() -> None:
     plain = flow.return_urls("r" * 32, absolute)
     assert isinstance(plain, ReturnUrls)
     assert plain.success.endswith("/success/")
     urls = V1Api.return_urls(plain, external_reference="ext")
-    assert urls.success.endswith("/success/?requestId=[1]&externalId=[2]")
-    assert urls.abort.endswith("/abort/?requestId=[1]&externalId=[2]")
-    assert urls.error.endswith("/error/?status=[0]&requestId=[1]&externalId=[2]")
+    assert urls.success.endswith("/success/?externalId=[2]")
+    assert urls.abort.endswith("/abort/?externalId=[2]")
+    assert urls.error.endswith("/error/?status=[0]&externalId=[2]")
 
 
 def test_start_drops_a_destination_off_the_site(alice: AbstractBaseUser, broker: Broker) -> None:

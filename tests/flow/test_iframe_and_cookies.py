@@ -24,6 +24,7 @@ Status = Identification.Status
 # -- iframe display ---------------------------------------------------------------------
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None:
     started = start(display="iframe")
     response = started.response
@@ -36,6 +37,7 @@ def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None
     assert started.sent["domain"] == "testserver"
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 @pytest.mark.parametrize(
     ("host", "domain"),
     [
@@ -56,6 +58,7 @@ def test_iframe_domain_keeps_a_port_that_is_not_the_default(
     assert broker.sent()["ReturnUrls"]["Success"].startswith(f"http://{host}/eid/return/")
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_iframe_domain_setting(start: Callable[..., Started], eid: Callable[..., None]) -> None:
     eid(IFRAME_DOMAIN="shop.example")
     sent = start(display="iframe").sent
@@ -238,6 +241,7 @@ def test_without_the_interstitial_a_cookieless_callback_is_another_browser(
     assert alice_client.get(started.success_url()).status_code == 302
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 @pytest.mark.parametrize(
     ("host", "domain"),
     [("[::1]", "[::1]"), ("[::1]:8000", "[::1]:8000"), ("Shop.Example", "shop.example")],

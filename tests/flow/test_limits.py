@@ -217,6 +217,7 @@ def test_the_session_keeps_a_reference_for_every_session_a_user_may_start(
 # -- the provider actually used -------------------------------------------------
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(
     ("settings_", "posted", "used"),
     [
@@ -246,6 +247,7 @@ def test_a_record_from_a_provider_not_asked_for_is_rejected(
     assert "identification_succeeded" not in signal_log.names
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_record_without_a_provider_keeps_the_one_asked_for(
     start: Callable[..., Started], broker: Broker, alice_client: Client
 ) -> None:

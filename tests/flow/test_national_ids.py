@@ -130,6 +130,7 @@ def test_the_centenarian_is_born_in_1924_not_2024(
 
 
 # -- canonical forms -------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1 records (ddMMyy dates, v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize(
     ("key", "as_sent", "canonical"),
@@ -168,6 +169,7 @@ def test_a_number_is_stored_in_its_canonical_form(
 
 
 # -- DateOfBirth and the number --------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize("key", ["NORWEGIAN", "CENTENARIAN", "D_NUMBER"])
 @pytest.mark.parametrize("how", ["missing", "null"])
@@ -188,6 +190,7 @@ def test_without_date_of_birth_the_date_comes_from_the_number(
     assert row.national_id_country == EXPECTED[key][0]
 
 
+@pytest.mark.apis("v1", reason="v1 records (ddMMyy dates, v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_a_date_of_birth_disagreeing_with_the_number_yields_to_it_and_is_logged(
     alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
@@ -243,6 +246,7 @@ def bad_check_digit(number: str) -> str:
     return number[:-1] + changed
 
 
+@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize(
     ("key", "date_of_birth", "expected"),
@@ -276,6 +280,7 @@ def test_an_invalid_number_is_stored_as_received_without_country_or_kind(
 
 
 # -- without the number --------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 @pytest.mark.parametrize("key", ["NORWEGIAN", "SWEDISH", "DANISH", "FINNISH", "D_NUMBER"])
 def test_without_get_social_security_number_nothing_of_the_number_is_stored(
     alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None], key: str
@@ -294,6 +299,7 @@ def test_without_get_social_security_number_nothing_of_the_number_is_stored(
     assert not [k for k in row.raw if k.lower() == "socialsecuritynumber"]
 
 
+@pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 def test_without_get_social_security_number_an_unasked_number_is_not_stored(
     alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
@@ -314,6 +320,7 @@ def test_without_get_social_security_number_an_unasked_number_is_not_stored(
 
 
 # -- retention ------------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_eid_purge_anonymize_blanks_the_country_and_kind(
     alice_client: Client, eid_broker: EidBroker

@@ -137,6 +137,7 @@ def test_a_unique_id_longer_than_its_column_matches_as_stored(
     assert (alices.status, alices.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.usefixtures("one_account")
 def test_a_record_without_a_provider_is_matched_on_the_provider_stored(
     start: Callable[..., Started],

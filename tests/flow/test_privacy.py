@@ -46,6 +46,7 @@ def crashing_receiver() -> Iterator[None]:
     signals.identification_succeeded.disconnect(dispatch_uid="test-privacy")
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_no_log_line_of_the_flow_holds_the_number_or_a_secret(
     start: Callable[..., Started],
     broker: Broker,

@@ -69,6 +69,7 @@ def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
     assert signal_log.names == ["identification_started", "identification_succeeded"]
 
 
+@pytest.mark.apis("v1", reason="v1's Name ('Last, First')")
 def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
     start: Callable[..., Started],
     broker: Broker,

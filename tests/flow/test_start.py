@@ -99,6 +99,7 @@ BAD_PROVIDERS = [
 ]
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(("provider", "says"), BAD_PROVIDERS)
 def test_a_malformed_provider_is_refused(
     alice_client: Client, broker: Broker, provider: str, says: str
@@ -124,6 +125,7 @@ def test_a_provider_outside_allowed_providers_is_refused(
     assert not Identification.objects.exists()
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_other_than_the_single_allowed_one_is_refused(
     alice_client: Client, broker: Broker, eid: Callable[..., None]
 ) -> None:
@@ -135,6 +137,7 @@ def test_a_provider_other_than_the_single_allowed_one_is_refused(
     assert len(broker.mock.calls) == 0
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_other_than_identity_provider_is_refused(
     alice_client: Client, broker: Broker, eid: Callable[..., None]
 ) -> None:
@@ -168,6 +171,7 @@ def test_an_unknown_display_is_refused(alice_client: Client, broker: Broker) -> 
     assert len(broker.mock.calls) == 0
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 @pytest.mark.parametrize(
     ("settings_", "posted", "sent"),
     [
@@ -242,6 +246,7 @@ def test_post_redirects_to_the_broker_and_stores_a_pending_row(
     assert [c.request.method for c in broker.mock.calls] == ["POST", "POST"]
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_the_external_reference_is_random_hex_unique_and_stored(
     start: Callable[..., Started],
 ) -> None:
@@ -254,6 +259,7 @@ def test_the_external_reference_is_random_hex_unique_and_stored(
     assert first.sent["ExternalReference"] != second.sent["ExternalReference"]
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_the_return_urls_carry_the_reference_and_the_placeholders_unencoded(
     start: Callable[..., Started], broker: Broker
 ) -> None:
@@ -261,15 +267,9 @@ def test_the_return_urls_carry_the_reference_and_the_placeholders_unencoded(
     urls = started.return_urls
     assert set(urls) == {"Success", "Abort", "Error"}
     ref = started.row.reference
-    assert urls["Success"] == (
-        f"http://testserver/eid/return/{ref}/success/?requestId=[1]&externalId=[2]"
-    )
-    assert (
-        urls["Abort"] == f"http://testserver/eid/return/{ref}/abort/?requestId=[1]&externalId=[2]"
-    )
-    assert urls["Error"] == (
-        f"http://testserver/eid/return/{ref}/error/?status=[0]&requestId=[1]&externalId=[2]"
-    )
+    assert urls["Success"] == (f"http://testserver/eid/return/{ref}/success/?externalId=[2]")
+    assert urls["Abort"] == f"http://testserver/eid/return/{ref}/abort/?externalId=[2]"
+    assert urls["Error"] == (f"http://testserver/eid/return/{ref}/error/?status=[0]&externalId=[2]")
     raw = broker.create_calls[-1].request.body
     raw = raw.decode() if isinstance(raw, bytes) else raw
     assert "%5B" not in raw
@@ -277,6 +277,7 @@ def test_the_return_urls_carry_the_reference_and_the_placeholders_unencoded(
     assert urlsplit(urls["Success"]).path.count(ref) == 1
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_the_return_urls_follow_the_request_scheme(broker: Broker, alice_client: Client) -> None:
     broker.will_create()
     response = alice_client.post(START, {}, secure=True)
@@ -284,6 +285,7 @@ def test_the_return_urls_follow_the_request_scheme(broker: Broker, alice_client:
     assert broker.sent()["ReturnUrls"]["Success"].startswith("https://testserver/eid/return/")
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_get_social_security_number_follows_the_setting(
     start: Callable[..., Started], eid: Callable[..., None]
 ) -> None:
@@ -292,6 +294,7 @@ def test_get_social_security_number_follows_the_setting(
     assert start().sent["GetSocialSecurityNumber"] is True
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 @pytest.mark.parametrize(
     ("accept_language", "expected"),
     [("nb", "NO"), ("sv", "SV"), ("da", "DA"), ("fi", "FI"), ("en", "EN"), ("de", "EN")],
@@ -305,6 +308,7 @@ def test_the_language_follows_the_active_language(
     assert broker.sent()["Language"] == expected
 
 
+@pytest.mark.apis("v1", reason="v1's create request")
 def test_the_language_setting_wins(
     broker: Broker, alice_client: Client, eid: Callable[..., None]
 ) -> None:

@@ -26,6 +26,7 @@ def pending_refs(client: Client) -> set[str]:
     return set(client.session.get("django_eid_pending", {}))
 
 
+@pytest.mark.apis("v1", reason="v1's provider names and Name")
 def test_success_stores_the_identity_and_redirects(
     start: Callable[..., Started],
     broker: Broker,
@@ -78,6 +79,7 @@ def test_the_success_url_setting_is_the_default_destination(
     assert alice_client.get(again.success_url())["Location"] == "/welcome/"
 
 
+@pytest.mark.apis("v1", reason="v1's raw record")
 def test_the_national_identity_number_is_not_in_raw(
     start: Callable[..., Started], broker: Broker, alice_client: Client
 ) -> None:
@@ -120,6 +122,7 @@ def test_the_national_identity_number_is_encrypted_in_the_database(
     assert not Identification.objects.with_social_security_number("01010112345").exists()
 
 
+@pytest.mark.apis("v1", reason="a v1 record")
 def test_a_record_without_optional_fields_still_identifies(
     start: Callable[..., Started], broker: Broker, alice_client: Client
 ) -> None:
@@ -172,6 +175,7 @@ def test_a_record_in_progress_leaves_the_row_pending(
 # -- a refused record status -----------------------------------------------------
 
 
+@pytest.mark.apis("v1", reason="v1's statuses and error")
 @pytest.mark.parametrize("record_status", ["ERROR", "USERABORTED", "TIMEOUT", "INVALIDATED", "NEW"])
 def test_a_refused_record_status_fails_the_row(
     start: Callable[..., Started],
@@ -197,6 +201,7 @@ def test_a_refused_record_status_fails_the_row(
     assert signal_log.of("identification_failed")[0]["status"] == Status.ERROR
 
 
+@pytest.mark.apis("v1", reason="v1's Error object")
 def test_the_native_error_code_is_kept_without_an_error_code(
     start: Callable[..., Started], broker: Broker, alice_client: Client
 ) -> None:
@@ -210,6 +215,7 @@ def test_the_native_error_code_is_kept_without_an_error_code(
 # -- a record of another session ------------------------------------------------------
 
 
+@pytest.mark.apis("v1", reason="v1's RequestId (the successors' id check: tests/brokers)")
 def test_a_record_with_another_request_id_is_not_stored(
     start: Callable[..., Started],
     broker: Broker,
@@ -270,6 +276,9 @@ def test_a_broker_failure_at_retrieval_keeps_the_row_pending(
     assert signal_log.names == ["identification_started", "identification_succeeded"]
 
 
+@pytest.mark.apis(
+    "v1", reason="v1's request ids (the successors' session ids are checked for shape)"
+)
 def test_a_request_id_with_reserved_characters(
     start: Callable[..., Started], broker: Broker, alice_client: Client
 ) -> None:

@@ -72,7 +72,7 @@ def test_settle_stores_a_success_from_the_device_that_started(
     settled = flow.settle(started.row)
     assert settled.outcome == "succeeded"
     row = started.refresh()
-    assert (row.status, row.name, row.user_agent) == (Status.SUCCESS, SAMPLE.name, UA)
+    assert (row.status, row.first_name, row.user_agent) == (Status.SUCCESS, SAMPLE.first_name, UA)
     assert signal_log.names == ["identification_started", "identification_succeeded"]
     assert signal_log.of("identification_succeeded")[0]["request"] is None
 
@@ -108,6 +108,7 @@ def test_the_user_agent_is_part_of_the_device(
     assert flow.settle(started.row).outcome == "other_device"
 
 
+@pytest.mark.apis("v1", reason="v1's statuses (the successors': tests/brokers)")
 @pytest.mark.parametrize(
     ("record", "outcome", "status", "signal"),
     [
@@ -136,6 +137,7 @@ def test_settle_finishes_an_unsuccessful_session_as_it_ended_from_any_device(
     assert signal_log.names == ["identification_started", *([signal] if signal else [])]
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_settle_asks_only_the_status_while_the_user_is_at_the_broker(
     begin: Callable[..., Started], broker: Broker
 ) -> None:
@@ -226,6 +228,7 @@ def test_a_relayed_return_in_another_browser_stores_nothing(
     assert signal_log.names == ["identification_started"]
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_reloading_a_return_in_another_browser_asks_the_broker_at_most_every_few_seconds(
     begin: Callable[..., Started], broker: Broker
 ) -> None:
@@ -334,6 +337,7 @@ def test_the_status_settles_and_says_where_to_go(
     assert signal_log.names.count("identification_succeeded") == 1
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_the_status_asks_the_broker_at_most_every_few_seconds(
     start: Callable[..., Started], broker: Broker, phone: Client
 ) -> None:
@@ -379,6 +383,7 @@ def test_the_frame_page_polls_the_status(
     assert '<script src="https://id.broker.test/wm.js"></script>' in page
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame WebMessaging")
 def test_web_messaging_is_asked_for_when_on(
     start: Callable[..., Started], phone: Client, eid: Callable[..., None]
 ) -> None:
@@ -519,6 +524,7 @@ def test_the_frame_page_of_a_stale_same_device_success_stores_it(
     assert started.reference not in phone.session.get("django_eid_pending", {})
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 @pytest.mark.parametrize("looked_at_by", ["the frame page", "the status poll"])
 def test_a_stale_row_abandoned_at_the_broker_still_expires(
     start: Callable[..., Started],
@@ -537,6 +543,7 @@ def test_a_stale_row_abandoned_at_the_broker_still_expires(
     assert broker.status_requests == [started.request_id]  # asked before expiring
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_the_frame_page_of_a_stale_row_the_broker_cannot_answer_keeps_it(
     start: Callable[..., Started], broker: Broker, phone: Client, eid: Callable[..., None]
 ) -> None:
@@ -548,6 +555,7 @@ def test_the_frame_page_of_a_stale_row_the_broker_cannot_answer_keeps_it(
     assert started.refresh().status == Status.PENDING  # for a later look, or eid_reconcile
 
 
+@pytest.mark.apis("v1", reason="v1 records")
 @pytest.mark.parametrize("status_value", ["", None, ...], ids=["empty", "null", "absent"])
 def test_settle_leaves_a_record_without_a_status_pending(
     begin: Callable[..., Started],
