@@ -174,7 +174,7 @@ def choose_provider(value: str | None, *, restrict: Sequence[str] | None = None)
         if offered is None or default in offered:
             return default
         if len(offered) == 1:
-            return offered[0]
+            return _configured(offered[0])
         raise Refused(
             outcomes.PROVIDER_REQUIRED if offered else outcomes.PROVIDER_NONE_OFFERED,
             field="provider",
@@ -185,6 +185,24 @@ def choose_provider(value: str | None, *, restrict: Sequence[str] | None = None)
     if offered is not None and value not in offered:
         raise Refused(outcomes.PROVIDER_NOT_OFFERED, field="provider", params={"provider": value})
     return value
+
+
+def _configured(provider: str) -> str:
+    """A provider the site's settings or a gate name, checked as a choice would be: a name
+    of another broker API (left from before a change of ``BROKER_API``) would be refused
+    by the broker after a billed call, or never match a stored row."""
+    api = broker_api()
+    if not api.provider_re.match(provider):
+        logger.error(
+            "The provider %r offered here is not a provider name of BROKER_API %r (for "
+            "instance %r); the gate or setting naming it cannot be passed.",
+            provider[:64],
+            api.name,
+            api.provider_example,
+        )
+        params = {"provider": fit("identity_provider", provider)}
+        raise Refused(outcomes.PROVIDER_MALFORMED, field="provider", params=params)
+    return provider
 
 
 def safe_next(value: str | None, *, host: str, secure: bool, also: Collection[str] = ()) -> str:

@@ -127,15 +127,24 @@ class Transport:
         self.max_bytes = max_bytes
 
     def request(
-        self, method: str, url: str, *, auth: requests.auth.AuthBase, retry: bool, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        auth: requests.auth.AuthBase,
+        retry: bool,
+        label: str | None = None,
+        **kwargs: Any,
     ) -> Answer:
         """Send one call and read its answer.
 
         ``retry`` says the call may be sent again after it may have reached the broker
         (it is idempotent); a call that certainly did not reach it is always resent.
-        ``kwargs`` go to :meth:`requests.Session.request` (``data``, ``params``, ``headers``).
+        ``label`` names the URL in messages instead of ``url`` (whose path may hold a
+        session id, which is personal data to ``eid_purge``). ``kwargs`` go to
+        :meth:`requests.Session.request` (``data``, ``params``, ``headers``).
         """
-        what = f"{method} {url}"
+        what = f"{method} {label or url}"
 
         def call() -> requests.Response:
             return self.http.request(

@@ -129,11 +129,23 @@ class EidHubApi(V2Api):
         return self.created(answer)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
-        answer = self.call("GET", self.session_url(request_id), retry=True, params=self.params)
+        answer = self.call(
+            "GET",
+            self.session_url(request_id),
+            retry=True,
+            params=self.params,
+            label=self.session_label(),
+        )
         return parse_record(answer.json(), what=answer.what)
 
     def cancel_session(self, request_id: str) -> None:
-        self.call("POST", f"{self.session_url(request_id)}/cancel", retry=True, params=self.params)
+        self.call(
+            "POST",
+            f"{self.session_url(request_id)}/cancel",
+            retry=True,
+            params=self.params,
+            label=self.session_label("/cancel"),
+        )
 
 
 def _country(value: str | None) -> str | None:

@@ -122,6 +122,10 @@ class V2Api(BrokerApi):
     #: The property of a created session that holds where to send the user.
     url_property: ClassVar[str] = "url"
 
+    def session_label(self, suffix: str = "") -> str:
+        """A session's URL as messages and logs name it: ``{id}`` for the session id."""
+        return f"{self.base_url}{self.sessions_path}/{{id}}{suffix}"
+
     def session_url(self, request_id: str = "") -> str:
         url = f"{self.base_url}{self.sessions_path}"
         return f"{url}/{quote(request_id, safe='')}" if request_id else url
@@ -176,7 +180,9 @@ class V2Api(BrokerApi):
         return self.created(answer)
 
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
-        answer = self.call("GET", self.session_url(request_id), retry=True)
+        answer = self.call(
+            "GET", self.session_url(request_id), retry=True, label=self.session_label()
+        )
         return parse_record(answer.json(), what=answer.what, api=type(self))
 
     def session_done(self, request_id: str) -> None:
@@ -185,7 +191,12 @@ class V2Api(BrokerApi):
         return None
 
     def cancel_session(self, request_id: str) -> None:
-        self.call("POST", f"{self.session_url(request_id)}/invalidate", retry=True)
+        self.call(
+            "POST",
+            f"{self.session_url(request_id)}/invalidate",
+            retry=True,
+            label=self.session_label("/invalidate"),
+        )
 
 
 def parse_record(body: Any, *, what: str, api: type[BrokerApi] = V2Api) -> IdentificationRecord:

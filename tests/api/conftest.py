@@ -1,6 +1,7 @@
 """Fixtures of the JSON API suite: front ends calling ``/eid/api/``, and the broker.
 
-The vocabulary is the flow suite's (:mod:`tests.fixtures_views`): ``alice`` and ``bob``,
+Every test runs once per broker API (``BROKER_API``: ``broker_api``), but those marked
+``@pytest.mark.apis(...)`` (a test of one API's wire). The vocabulary is the flow suite's (:mod:`tests.fixtures_views`): ``alice`` and ``bob``,
 ``broker`` (the sandbox behind ``responses``, :class:`tests.fixtures_broker.ScriptedBroker`),
 ``signal_log``, and the ``eid`` settings fixture. A front end is an :class:`Api`: one test
 client (a browser with the site's session, or a mobile app sending a token) and the calls
@@ -37,6 +38,7 @@ from tests.fixtures_views import (
     bob,
     broker,
     logged_in,
+    parametrize_apis,
     signals_sent,
 )
 from tests.flow.conftest import SignalLog, signal_log
@@ -191,6 +193,16 @@ def identified(
     broker.broker.open(started.request_id)
     broker.broker.identify(started.request_id, person, **device)
     return started.success_url()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_apis(metafunc)
+
+
+@pytest.fixture(autouse=True)
+def _each_api(broker_api: str) -> str:
+    """Every test of the suite runs with each broker API (``@pytest.mark.apis``: some)."""
+    return broker_api
 
 
 @pytest.fixture(autouse=True)

@@ -44,6 +44,7 @@ def created(broker: ScriptedBroker) -> str:
 
 
 # -- the client ---------------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1's invalidate call")
 def test_the_client_puts_the_request_id_with_its_bearer_token(broker: ScriptedBroker) -> None:
     request_id = created(broker)
     assert get_client().invalidate_session(request_id) is None

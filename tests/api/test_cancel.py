@@ -44,6 +44,7 @@ def test_a_pending_identification_is_cancelled(
     assert started.reference not in api.client.session["django_eid_pending"]
 
 
+@pytest.mark.apis("v1", reason="v1's invalidate call")
 def test_the_broker_is_asked_to_invalidate_the_session(api: Api, broker: ScriptedBroker) -> None:
     started = api_start(api, broker)
     api.cancel(started.reference)
@@ -112,6 +113,7 @@ def test_a_session_identified_before_the_cancel_serves_no_identity_after_it(
     assert signal_log.names == ["identification_started", "identification_aborted"]
 
 
+@pytest.mark.apis("v1", reason="v1's Name")
 def test_a_finished_identification_cannot_be_cancelled(
     api: Api, broker: ScriptedBroker, signal_log: SignalLog
 ) -> None:

@@ -96,6 +96,7 @@ def test_a_pending_identification(api: Api, broker: ScriptedBroker) -> None:
     assert abs(created_at - started.row.created_at) < datetime.timedelta(milliseconds=1)
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_polling_asks_the_broker_at_most_once_per_settle_interval(
     api: Api, broker: ScriptedBroker
 ) -> None:
@@ -109,6 +110,7 @@ def test_polling_asks_the_broker_at_most_once_per_settle_interval(
     assert broker.status_requests == [started.request_id] * 2
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_polling_from_several_clients_shares_the_interval(
     api: Api, broker: ScriptedBroker, alice: Any
 ) -> None:
@@ -120,6 +122,7 @@ def test_polling_from_several_clients_shares_the_interval(
     assert broker.status_requests == [started.request_id]
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_a_success_on_the_starting_device_is_settled_by_a_poll(
     api: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: Any
 ) -> None:
@@ -173,6 +176,7 @@ def test_a_success_on_another_device_stays_pending(
     assert signal_log.names == ["identification_started"]
 
 
+@pytest.mark.apis("v1", reason="v1's statuses")
 @pytest.mark.parametrize(
     ("fail", "status", "code"),
     [
@@ -192,6 +196,7 @@ def test_an_unsuccessful_session_is_settled_as_it_ended(
     assert "reason" not in body["outcome"]
 
 
+@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_an_expired_identification(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -313,6 +318,7 @@ def test_an_unknown_number_is_null_when_exposed(
     )
 
 
+@pytest.mark.apis("v1", reason="v1's Name")
 def test_a_number_under_a_removed_key_is_null_when_exposed(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:

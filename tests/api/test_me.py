@@ -61,7 +61,7 @@ def test_the_latest_verified_identity(api: Api, broker: ScriptedBroker) -> None:
     identified(broker, started, SAME_DEVICE)
     identification = api.identification(started.reference).json()
     assert api.me().json() == identification["identity"]
-    assert api.me().json()["name"] == SAMPLE.name
+    assert api.me().json()["first_name"] == SAMPLE.first_name
 
 
 def test_only_the_caller_s_identity(api: Api, bob: AbstractBaseUser) -> None:
@@ -159,9 +159,12 @@ def test_an_anonymized_identity_is_none(api: Api, alice: AbstractBaseUser) -> No
         ({"min_age": "-1"}, "min_age", "min_age_invalid"),
         ({"min_age": "eighteen"}, "min_age", "min_age_invalid"),
         ({"min_age": "1" * 5000}, "min_age", "min_age_invalid"),
-        ({"provider": "bankid"}, "provider", "provider_malformed"),
+        ({"provider": "bank id"}, "provider", "provider_malformed"),
+        ({"provider": "NO_BANKID_WEB;x"}, "provider", "provider_malformed"),
         ({"provider": ""}, "provider", "provider_malformed"),
-        ({"provider": ["NO_BANKID_WEB", "swe-bankid"]}, "provider", "provider_malformed"),
+        # Any broker API's syntax is a name (rows keep the name of the API they came
+        # through): NO_BANKID_WEB, no_bankid_mobile, nbid, otp-sms.
+        ({"provider": ["NO_BANKID_WEB", "swe bankid"]}, "provider", "provider_malformed"),
     ],
 )
 def test_a_condition_that_is_not_valid(
@@ -180,7 +183,7 @@ def test_a_malformed_provider_is_quoted(api: Api) -> None:
 
 def test_several_conditions_that_are_not_valid(api: Api) -> None:
     refused = problem(
-        api.me({"max_age": "x", "min_age": "200", "provider": "x"}), 400, "invalid_request"
+        api.me({"max_age": "x", "min_age": "200", "provider": "x y"}), 400, "invalid_request"
     )
     assert fields_of(refused) == [
         ("max_age", "max_age_invalid"),

@@ -112,6 +112,7 @@ def test_null_fields_are_absent(api: Api, broker: ScriptedBroker) -> None:
     assert started.row.display == "redirect"
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_the_iframe_display_and_next_are_kept(api: Api, broker: ScriptedBroker) -> None:
     started = api_start(api, broker, {"display": "iframe", "next": "/account/?tab=eid"})
     row = started.row
@@ -120,6 +121,7 @@ def test_the_iframe_display_and_next_are_kept(api: Api, broker: ScriptedBroker) 
     assert started.sent["iFrame"]["Domain"] == "testserver"
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_is_asked_for(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -130,6 +132,7 @@ def test_a_provider_is_asked_for(
 
 
 # -- the frame's parent ----------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 @pytest.mark.parametrize(
     ("origin", "domain"),
     [
@@ -153,6 +156,7 @@ def test_the_frame_s_parent_is_the_front_end_s_origin_when_it_is_allowed(
     assert started.sent["iFrame"]["Domain"] == domain
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_a_front_end_listed_with_its_port_may_frame_the_broker(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -180,6 +184,7 @@ def test_the_origin_does_not_matter_for_a_redirect(
 
 
 # -- refusals of the request ---------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(
     ("body", "field", "code"),
     [
@@ -309,6 +314,7 @@ def test_a_body_too_large_is_refused(api: Api, broker: ScriptedBroker, settings:
 
 
 # -- refusals of the flow ------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_not_offered(api: Api, broker: ScriptedBroker, eid: Callable[..., None]) -> None:
     eid(ALLOWED_PROVIDERS=["NO_BANKID_WEB"])
     refused = problem(api.start({"provider": "SWE_BANKID"}), 400, "provider_not_offered")
@@ -317,6 +323,7 @@ def test_a_provider_not_offered(api: Api, broker: ScriptedBroker, eid: Callable[
     assert broker.create_requests == []
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_must_be_chosen_among_several(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -367,6 +374,7 @@ def test_not_configured(api: Api, broker: ScriptedBroker, eid: Callable[..., Non
 
 
 # -- the language ---------------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_refusal_of_the_flow_is_in_the_request_s_language(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -422,6 +430,7 @@ def test_the_api_s_own_refusals_are_translated(api: Api) -> None:
 
 
 # -- a gate's demand --------------------------------------------------------------------------------
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_gate_narrows_the_providers_of_a_start_for_its_page(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -466,6 +475,7 @@ def test_host_patterns_are_refused(
     assert not broker.counts
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_a_host_name_matches_only_itself(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -480,6 +490,7 @@ def test_a_host_name_matches_only_itself(
     problem(api.start({"next": "https://evil.example.com/"}), 400, "next_not_allowed")
 
 
+@pytest.mark.apis("v1", reason="v1's iFrame object")
 @pytest.mark.parametrize("origin", ["http://[::1", "null", "not a url", "https://"])
 def test_a_malformed_origin_frames_from_the_api_s_own_host(
     app: Api, broker: ScriptedBroker, origin: str
