@@ -41,10 +41,21 @@ from django_eid.models import Identification
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.persons import Person
 from django_eid.testing import EidBroker
+from tests.fixtures_views import parametrize_apis
 from tests.hostile.conftest import logged_in
 from tests.urls import urlpatterns as suite_urlpatterns
 
 pytestmark = pytest.mark.django_db
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_apis(metafunc)  # each test once per broker API
+
+
+@pytest.fixture(autouse=True)
+def _each_api(broker_api: str) -> str:
+    return broker_api
+
 
 Status = Identification.Status
 START = "/eid/start/"
@@ -246,6 +257,7 @@ def test_a_start_without_the_gates_demand_does_not_open_a_same_person_gate(
     assert person.pk == first.pk
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_verifying_someone_else_again_and_again_never_opens_a_same_person_gate(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:
@@ -336,6 +348,7 @@ def test_anonymizing_the_accounts_person_does_not_make_a_later_other_person_the_
 
 
 # == escaping a provider gate =====================================================================
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_plain_start_with_another_provider_does_not_open_a_provider_gate(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:
@@ -358,6 +371,7 @@ def test_the_start_of_a_provider_gate_refuses_every_other_provider(
     assert not Identification.objects.exists()
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_provider_chosen_at_the_broker_does_not_open_a_provider_gate(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:
@@ -368,6 +382,7 @@ def test_a_provider_chosen_at_the_broker_does_not_open_a_provider_gate(
     sent_to_start(alice_client.get("/gated/contract/"))
 
 
+@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize("answered", ["NO_BUYPASS", "no_bankid_web", "NO_BANKID_MOBILE"])
 def test_a_broker_answering_another_provider_than_the_gate_asked_never_passes(
     alice_client: Client, eid_broker: EidBroker, answered: str
