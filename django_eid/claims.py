@@ -18,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 
 from django_eid import crypto
+from django_eid.brokers import family_names, provider_family
 from django_eid.models import Identification, PersonClaim
 
 Status = Identification.Status
@@ -28,16 +29,23 @@ class PersonTaken(Exception):
 
 
 def uid_key(identification: Identification) -> str | None:
-    """The ``uid:`` key: provider and unique id at the provider, as stored (or ``None``).
+    """The ``uid:`` key: the provider's eID scheme and the unique id there, as stored (or
+    ``None``).
 
-    The unique id is stored in clear on the identification, so its key is a plain SHA-256
-    (stable across key rotations); a claim never outlives its row.
+    The scheme, not the provider's name (:func:`~django_eid.brokers.provider_family`): the
+    same person's PID at NO BankID gives one key whether v1 (``NO_BANKID_WEB``), v2 or the
+    eID Hub (``nbid``) reported it. The unique id is stored in clear on the identification,
+    so its key is a plain SHA-256 (stable across key rotations); a claim never outlives
+    its row.
     """
-    provider = identification.identity_provider
-    unique_id = identification.identity_provider_unique_id
+    return uid_key_of(identification.identity_provider, identification.identity_provider_unique_id)
+
+
+def uid_key_of(provider: str | None, unique_id: str | None) -> str | None:
+    """The ``uid:`` key of a provider name (of any API) and a unique id there."""
     if not (provider and unique_id):
         return None
-    pair = json.dumps([provider, unique_id]).encode()
+    pair = json.dumps([provider_family(provider), unique_id]).encode()
     return PersonClaim.UID + hashlib.sha256(pair).hexdigest()
 
 
@@ -140,7 +148,7 @@ def _verified_elsewhere(row: Identification) -> bool:
     match = Q()
     if row.identity_provider and row.identity_provider_unique_id:
         match |= Q(
-            identity_provider=row.identity_provider,
+            identity_provider__in=family_names(row.identity_provider),
             identity_provider_unique_id=row.identity_provider_unique_id,
         )
     number = _number(row)

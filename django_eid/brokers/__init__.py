@@ -100,6 +100,10 @@ class BrokerApi(ABC):
     provider_re: ClassVar[re.Pattern[str]]
     #: An example of it, for messages.
     provider_example: ClassVar[str]
+    #: The eID scheme of this API's provider names, where the provider's unique id is the
+    #: same whichever API reported it (NO BankID's PID): ``no-bankid`` for ``NO_BANKID_WEB``,
+    #: ``no_bankid_mobile`` and ``nbid``. See :func:`provider_family`.
+    provider_families: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, call: ApiCall, settings: EidSettings) -> None:
         self.call = call
@@ -177,3 +181,26 @@ def _classes() -> dict[str, type[BrokerApi]]:
     from django_eid.brokers.v2 import V2Api
 
     return {api.name: api for api in (V1Api, V2Api, EidHubApi)}
+
+
+def provider_family(provider: str) -> str:
+    """The eID scheme of ``provider``, a name of any of the APIs (``nbid`` -> ``no-bankid``).
+
+    A person's unique id at their eID stays theirs when a site moves to another broker API
+    that spells the provider otherwise; a name no API's table knows is its own family
+    (case aside).
+    """
+    for api in _classes().values():
+        family = api.provider_families.get(provider)
+        if family is not None:
+            return family
+    return provider.lower()
+
+
+def family_names(provider: str) -> tuple[str, ...]:
+    """Every provider name, of any API, in the eID scheme of ``provider`` (itself included)."""
+    family = provider_family(provider)
+    names = {provider}
+    for api in _classes().values():
+        names.update(name for name, of in api.provider_families.items() if of == family)
+    return tuple(sorted(names))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from django_eid.brokers import SessionRequest
@@ -80,6 +81,12 @@ class EidHubApi(V2Api):
     # Lower-case names, some with a hyphen ("otp-sms"), at most 30 characters.
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "nbid"
+    provider_families: ClassVar[Mapping[str, str]] = {
+        "nbid": "no-bankid",
+        "sbid": "se-bankid",
+        "mitid": "dk-mitid",
+        "ftn": "fi-ftn",
+    }
     sessions_path: ClassVar[str] = SESSIONS_PATH
     url_property: ClassVar[str] = "authenticationUrl"
 

@@ -73,6 +73,15 @@ class V1Api(BrokerApi):
     return_params: ClassVar[tuple[str, ...]] = vocabulary.RETURN_PARAMS
     provider_re: ClassVar[re.Pattern[str]] = vocabulary.PROVIDER_RE
     provider_example: ClassVar[str] = "NO_BANKID_WEB"
+    provider_families: ClassVar[Mapping[str, str]] = {
+        "NO_BANKID_WEB": "no-bankid",
+        "NO_BANKID_MOBILE": "no-bankid",
+        "NO_BUYPASS": "no-buypass",
+        "SWE_BANKID": "se-bankid",
+        "SWE_BANKID_MOBILE": "se-bankid",
+        "DA_NEMID": "dk-nemid",
+        "DK_MITID": "dk-mitid",
+    }
 
     @classmethod
     def return_urls(cls, urls: ReturnUrls, *, external_reference: str) -> ReturnUrls:

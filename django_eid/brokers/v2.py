@@ -96,6 +96,16 @@ class V2Api(BrokerApi):
     return_params: ClassVar[tuple[str, ...]] = (SESSION_ID_PARAM, EXTERNAL_ID_PARAM)
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "no_bankid_mobile"
+    provider_families: ClassVar[Mapping[str, str]] = {
+        "no_bankid": "no-bankid",
+        "no_bankid_netcentric": "no-bankid",
+        "no_bankid_mobile": "no-bankid",
+        "no_buypass": "no-buypass",
+        "se_bankid": "se-bankid",
+        "dk_nemid": "dk-nemid",
+        "mitid": "dk-mitid",
+        "ftn": "fi-ftn",
+    }
 
     @classmethod
     def return_urls(cls, urls: ReturnUrls, *, external_reference: str) -> ReturnUrls:

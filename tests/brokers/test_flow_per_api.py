@@ -53,7 +53,7 @@ def start(client: Any, broker: EidBroker, display: str = "redirect") -> Identifi
     response = client.post("/eid/start/", {"display": display})
     assert response.status_code in (302, 303), response.content
     assert len(broker.create_requests) == 1
-    return Identification.objects.get()
+    return Identification.objects.latest("pk")
 
 
 def path_of(url: str) -> str:
@@ -209,3 +209,25 @@ def test_a_return_without_the_session_id_is_bound_by_the_external_id(
     assert row.status == (Status.ABORTED if kind == "abort" else Status.ERROR)
     if kind == "error":  # the record's status where the URL carries none
         assert row.error_status == {"v1": "PKI_BLOCKED", "v2": "failed", "eid-hub": "ERROR"}[api]
+
+
+def test_one_account_per_person_holds_across_a_move_to_another_api(
+    settings: SettingsWrapper, alice: AbstractBaseUser, django_user_model: Any
+) -> None:
+    """A person verified on one account under v1 is the same person to the eID Hub: the
+    provider's unique id is keyed by its eID scheme (NO BankID), not by the API's name for
+    it; without the number (``GET_SOCIAL_SECURITY_NUMBER`` off) it is the only key."""
+    bob = django_user_model.objects.create_user("bob", "bob@example.com", "pw-bob")
+    for user, api in ((alice, "v1"), (bob, "eid-hub")):
+        settings.DJANGO_EID = eid_settings_with(**APIS[api], ONE_ACCOUNT_PER_PERSON=True)
+        with EidBroker.from_settings() as served:
+            client = logged_in(user, HTTP_USER_AGENT=UA)
+            row = start(client, served)
+            client.get(path_of(served.complete()))
+            row.refresh_from_db()
+    first, second = Identification.objects.order_by("pk")
+    assert (first.identity_provider, first.status) == ("NO_BANKID_WEB", Status.SUCCESS)
+    assert (second.identity_provider, second.status) == ("nbid", Status.REJECTED)
+    assert second.error_code == "ONE_ACCOUNT_PER_PERSON"
+    assert second.identity_provider_unique_id == first.identity_provider_unique_id
+    assert first.social_security_number is None
