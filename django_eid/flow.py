@@ -566,6 +566,10 @@ def return_to(
         if (is_expired(row) and expire(row)) or row.is_finished:
             return Returned(row, acted=False)
         raise Refused(outcomes.IN_PROGRESS)
+    if record.progress is Progress.ABORTED:
+        # The user cancelled, says the record, whichever URL they came back to (an
+        # embedded eID Hub frame has one return URL for every outcome).
+        return Returned(row, acted=abort(row, request))
     if kind == ERROR and not record.is_success:
         # Only the broker's record ends the row: a browser alone cannot (it could otherwise
         # end any pending row, and start new ones past the pending limit).

@@ -101,7 +101,9 @@ class EidHubApi(V2Api):
     def create_body(self, request: SessionRequest) -> dict[str, Any]:
         s = self.settings
         urls = self.return_urls(request.return_urls, external_reference=request.external_reference)
-        attributes = list(s.REQUESTED_ATTRIBUTES or REQUESTED_ATTRIBUTES)
+        # An empty list asks for nothing beyond the session (the API allows it).
+        given = s.REQUESTED_ATTRIBUTES
+        attributes = list(REQUESTED_ATTRIBUTES if given is None else given)
         if request.get_social_security_number and "nin" not in attributes:
             attributes.append("nin")
         body: dict[str, Any] = {
@@ -120,6 +122,10 @@ class EidHubApi(V2Api):
             body["language"] = request.language.lower()
         if request.iframe_domain:
             body["embeddedParentDomains"] = [request.iframe_domain]
+            # Where the frame goes when done, whatever the outcome (without it the frame
+            # ends on the hub's own screen and never comes back): the Success URL, which
+            # the session's record decides, as every return.
+            body["returnUrl"] = urls.success
         if request.prefilled_social_security_number:
             body["prefilledInput"] = {"nin": request.prefilled_social_security_number}
         return body

@@ -166,6 +166,14 @@ def parse_create_request(raw: bytes) -> tuple[CreateRequest, dict[str, Any], int
     if not _strings(given_attributes, 100):
         bad("requestedAttributes", "required: a list of attribute names (may be empty)")
     urls = _parse_callbacks(body.get("callbackUrls"), flow, bad)
+    return_url = body.get("returnUrl")
+    if return_url is not None and not (isinstance(return_url, str) and is_callback_url(return_url)):
+        bad("returnUrl", "must be an https URL (http only on loopback)")
+        return_url = None
+    if flow == "embedded":
+        # The frame ends at returnUrl whatever the outcome (callbackUrls are the redirect
+        # flow's); without one, the frame shows the outcome itself and goes nowhere.
+        urls = dict.fromkeys(("Success", "Abort", "Error"), return_url) if return_url else {}
     allowed = body.get("allowedProviders")
     if allowed is not None and not _strings(allowed, 30):
         bad("allowedProviders", "a list of provider ids of at most 30 characters")

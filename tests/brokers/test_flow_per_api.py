@@ -231,3 +231,23 @@ def test_one_account_per_person_holds_across_a_move_to_another_api(
     assert second.error_code == "ONE_ACCOUNT_PER_PERSON"
     assert second.identity_provider_unique_id == first.identity_provider_unique_id
     assert first.social_security_number is None
+
+
+@pytest.mark.parametrize("ending", ["complete", "abort"])
+def test_the_iframe_display_comes_back_with_each_api(
+    api: str, broker: EidBroker, alice: AbstractBaseUser, ending: str
+) -> None:
+    """The eID Hub's embedded flow has one ``returnUrl`` for every outcome: django-eid sends
+    the Success URL, and the session's record says how it ended."""
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker, display="iframe")
+    if api == "eid-hub":
+        assert (
+            broker.create_requests[-1]["returnUrl"]
+            == (broker.create_requests[-1]["callbackUrls"]["success"])
+        )
+    url = broker.complete() if ending == "complete" else broker.abort()
+    response = client.get(path_of(url))
+    assert response.status_code in (200, 302)
+    row.refresh_from_db()
+    assert row.status == (Status.SUCCESS if ending == "complete" else Status.ABORTED)

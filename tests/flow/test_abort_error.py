@@ -191,7 +191,8 @@ def test_an_error_return_is_bound_to_the_session(
     ("record", "status", "signal"),
     [
         ("SUCCESS", Status.SUCCESS, "identification_succeeded"),
-        ("USERABORTED", Status.ERROR, "identification_failed"),
+        # The user cancelled, says the record, whichever URL they came back to.
+        ("USERABORTED", Status.ABORTED, "identification_aborted"),
     ],
 )
 def test_the_record_decides_what_an_error_return_means(

@@ -97,6 +97,9 @@ def test_success_in_the_iframe_moves_the_top_window(
     assert len(broker.get_calls) == 1
 
 
+@pytest.mark.apis(
+    "v1", "v2", reason="the eID Hub's frame has one return URL: tests/brokers/test_flow_per_api.py"
+)
 def test_abort_in_the_iframe_moves_the_top_window_to_the_start_page(
     start: Callable[..., Started], alice_client: Client
 ) -> None:

@@ -176,7 +176,8 @@ def test_a_record_in_progress_leaves_the_row_pending(
 
 
 @pytest.mark.apis("v1", reason="v1's statuses and error")
-@pytest.mark.parametrize("record_status", ["ERROR", "USERABORTED", "TIMEOUT", "INVALIDATED", "NEW"])
+# (USERABORTED is the user's cancel, whichever URL: test_abort_error.py.)
+@pytest.mark.parametrize("record_status", ["ERROR", "TIMEOUT", "INVALIDATED", "NEW"])
 def test_a_refused_record_status_fails_the_row(
     start: Callable[..., Started],
     broker: Broker,

@@ -169,7 +169,7 @@ def _error_record(request_id: str, status: str) -> dict[str, Any]:
     ("answer", "code", "outcome"),
     [
         ("ERROR", 200, (Status.ERROR, "failed")),
-        ("USERABORTED", 200, (Status.ERROR, "failed")),
+        ("USERABORTED", 302, (Status.ABORTED, "aborted")),  # the user cancelled, says the record
         ("TIMEOUT", 200, (Status.ERROR, "failed")),
         ("SUCCESS", 302, (Status.SUCCESS, "succeeded")),
         ("CREATED", 409, None),
@@ -220,6 +220,9 @@ def test_an_error_return_ends_the_row_only_as_the_brokers_record_says(
     assert fired.calls == [(signal, started.pk, status, alice.pk)]
     if status == Status.ERROR:
         assert (row.error_status, row.error_code) == ("LOGIN", "E1")
+    elif status == Status.ABORTED:  # back to the start page, which says so
+        assert response["Location"] == "/eid/start/"
+        assert row.last_name == ""
     else:
         assert response["Location"] == "/"
         assert (row.error_status, row.last_name) == ("", "Nordmann")
