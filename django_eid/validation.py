@@ -21,7 +21,7 @@ from django.conf import settings
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
-from django_eid.brokers import API_NAMES
+from django_eid.brokers import API_NAMES, api_class
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
 from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
@@ -54,6 +54,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_unknown_keys(s),
         *_broker(s),
         *_eid_hub(s),
+        *_settings_of_other_apis(s),
         *_token_cache(s),
         *_language_timeout_scopes(s),
         *_providers(s),
@@ -299,6 +300,46 @@ def _site_rules(s: EidSettings) -> Iterator[Problem]:
             "Buypass on another). Set GET_SOCIAL_SECURITY_NUMBER to match persons across "
             "providers by their national identity number.",
         )
+
+
+#: Hosts of the other APIs' services: a ``BASE_URL`` or ``AUTH_URL`` left from before a
+#: move to the eID Hub would send its calls there.
+_NOT_THE_HUB: Final = frozenset({"api.signicat.io", "api.idfy.io"})
+
+
+def _settings_of_other_apis(s: EidSettings) -> Iterator[Problem]:
+    """Settings that do nothing, or the wrong thing, with the chosen ``BROKER_API``."""
+    api = s.raw("BROKER_API")
+    if api not in API_NAMES:
+        return  # E027
+    unused = [k for k in ("ACCOUNT_ID", "REQUESTED_ATTRIBUTES") if s.raw(k) not in (None, "")]
+    if api != "eid-hub" and unused:
+        yield Problem(
+            "django_eid.W020",
+            "warning",
+            f"DJANGO_EID[{unused[0]!r}] is set, but only BROKER_API 'eid-hub' uses it.",
+            f"BROKER_API is {api!r}: remove {' and '.join(unused)}, or set BROKER_API.",
+        )
+    if s.IFRAME_WEB_MESSAGING and not api_class(api).web_messaging:
+        yield Problem(
+            "django_eid.W021",
+            "warning",
+            f"DJANGO_EID['IFRAME_WEB_MESSAGING'] does nothing with BROKER_API {api!r}.",
+            "Only the v1 broker's frame tells the page embedding it how it ended; with "
+            "this API the frame page polls the session's status.",
+        )
+    if api == "eid-hub":
+        for key in ("BASE_URL", "AUTH_URL"):
+            host = urlsplit(str(s.raw(key) or "")).hostname
+            if host in _NOT_THE_HUB:
+                yield Problem(
+                    "django_eid.W022",
+                    "warning",
+                    f"DJANGO_EID[{key!r}] points at {host}, a host of the older APIs, with "
+                    "BROKER_API 'eid-hub'.",
+                    f"Remove {key} (the eID Hub's default is https://api.signicat.com) or "
+                    "set the hub's URL.",
+                )
 
 
 def _completion_and_frames(s: EidSettings) -> Iterator[Problem]:

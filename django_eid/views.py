@@ -36,7 +36,7 @@ from django.views.decorators.clickjacking import xframe_options_deny, xframe_opt
 from django.views.decorators.debug import sensitive_variables
 
 from django_eid import flow, outcomes, state
-from django_eid.brokers import ReturnUrls
+from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError
 from django_eid.forms import StartForm, safe_next
@@ -241,9 +241,8 @@ class FrameView(LoginRequiredMixin, View):
             return render_outcome(request, outcomes.NOT_THIS_BROWSER)
         broker = urlsplit(broker_url)
         broker_origin = f"{broker.scheme}://{broker.netloc}"
-        script = (
-            eid_settings.IFRAME_WEB_MESSAGING_SCRIPT if eid_settings.IFRAME_WEB_MESSAGING else None
-        )
+        messaging = eid_settings.IFRAME_WEB_MESSAGING and broker_api().web_messaging
+        script = eid_settings.IFRAME_WEB_MESSAGING_SCRIPT if messaging else None
         context = {
             "broker_url": broker_url,
             "broker_origin": broker_origin,

@@ -211,6 +211,20 @@ def test_valid_values_that_look_odd_are_accepted(settings: SettingsWrapper) -> N
         ("django_eid.W002", {"AUTH_URL": "http://auth.broker.test"}),
         ("django_eid.W010", {"CLIENTID": "typo"}),
         ("django_eid.W011", {"ONE_ACCOUNT_PER_PERSON": True}),
+        ("django_eid.W020", {"ACCOUNT_ID": "a-spge-1"}),
+        ("django_eid.W020", {"BROKER_API": "v2", "REQUESTED_ATTRIBUTES": ["name"]}),
+        (
+            "django_eid.W021",
+            {
+                "BROKER_API": "v2",
+                "IFRAME_WEB_MESSAGING": True,
+                "IFRAME_WEB_MESSAGING_SCRIPT": "https://id.broker.test/messaging.js",
+            },
+        ),
+        (
+            "django_eid.W022",
+            {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-1", "BASE_URL": "https://api.idfy.io"},
+        ),
     ],
 )
 @pytest.mark.usefixtures("shared_cache")

@@ -104,6 +104,9 @@ class BrokerApi(ABC):
     #: same whichever API reported it (NO BankID's PID): ``no-bankid`` for ``NO_BANKID_WEB``,
     #: ``no_bankid_mobile`` and ``nbid``. See :func:`provider_family`.
     provider_families: ClassVar[Mapping[str, str]] = {}
+    #: Whether the broker's frame tells the page embedding it how it ended
+    #: (``IFRAME_WEB_MESSAGING``); without it the frame page polls.
+    web_messaging: ClassVar[bool] = False
 
     def __init__(self, call: ApiCall, settings: EidSettings) -> None:
         self.call = call

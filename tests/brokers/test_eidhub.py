@@ -153,6 +153,17 @@ def test_every_option(broker: responses.RequestsMock, settings: SettingsWrapper)
     assert body["language"] == "sv"
     assert body["prefilledInput"] == {"nin": "17029012345"}
     assert body["sessionLifetime"] == 300  # the API's floor
+    # The frame's end: the Success URL, decided by the session's record like any return.
+    assert body["returnUrl"] == URLS.success + "?externalId=ext-1"
+
+
+def test_no_requested_attributes_asks_for_none(
+    broker: responses.RequestsMock, settings: SettingsWrapper
+) -> None:
+    settings.DJANGO_EID = {**settings.DJANGO_EID, "REQUESTED_ATTRIBUTES": []}
+    mock(broker)
+    EidClient().create_session(return_urls=URLS, external_reference="ext-1")
+    assert json.loads(broker.calls[-1].request.body)["requestedAttributes"] == []
 
 
 def test_the_sample_success(broker: responses.RequestsMock) -> None:

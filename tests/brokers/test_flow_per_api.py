@@ -251,3 +251,17 @@ def test_the_iframe_display_comes_back_with_each_api(
     assert response.status_code in (200, 302)
     row.refresh_from_db()
     assert row.status == (Status.SUCCESS if ending == "complete" else Status.ABORTED)
+
+
+def test_only_v1_s_frame_page_loads_the_web_messaging_script(
+    api: str, settings: SettingsWrapper, alice: AbstractBaseUser
+) -> None:
+    script = "https://id.broker.test/messaging.js"
+    settings.DJANGO_EID = eid_settings_with(
+        **APIS[api], IFRAME_WEB_MESSAGING=True, IFRAME_WEB_MESSAGING_SCRIPT=script
+    )
+    with EidBroker.from_settings() as served:
+        client = logged_in(alice, HTTP_USER_AGENT=UA)
+        row = start(client, served, display="iframe")
+        page = client.get(f"/eid/frame/{row.reference}/")
+    assert (script in page.content.decode()) is (api == "v1")
