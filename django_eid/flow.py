@@ -509,9 +509,12 @@ def _undecided(row: Identification, record: IdentificationRecord) -> bool:
     """Whether ``record`` cannot finish ``row`` yet: the session is still at the broker, or
     the record carries no status (logged; then it is treated as still in progress)."""
     if record.progress is Progress.UNKNOWN:
+        # An unknown status (the successors' list is not published) is not a missing one.
+        status = "".join(c for c in (record.status or "")[:32] if 32 < ord(c) < 127)
         logger.warning(
-            "The broker's record of identification %s has no status; it is left pending.",
+            "The broker's record of identification %s has %s; it is left pending.",
             row.pk,
+            f"the status {status!r}, unknown to django-eid" if status else "no status",
         )
     return record.in_progress
 
@@ -676,7 +679,8 @@ def _cache() -> Any:
 
 def settle_if_due(row: Identification, *, request: HttpRequest | None = None) -> Settled | None:
     """:func:`settle` a pending ``row``, at most once every :data:`SETTLE_INTERVAL` seconds
-    however many pages, browsers and clients ask; ``None`` when it was not due.
+    (twice that with an API without a status call, whose record is asked instead) however
+    many pages, browsers and clients ask; ``None`` when it was not due.
 
     For what anyone can trigger (a polling page, a return in another browser): the count is
     kept in ``TOKEN_CACHE``, so it holds for all workers when that cache is shared (check
@@ -685,8 +689,10 @@ def settle_if_due(row: Identification, *, request: HttpRequest | None = None) ->
     """
     if row.is_finished:
         return Settled(row, "finished")
+    # Without a status call the whole record is asked: less often.
+    interval = SETTLE_INTERVAL if broker_api().status_call else 2 * SETTLE_INTERVAL
     try:
-        due = bool(_cache().add(f"django_eid:settle:{row.pk}", 1, SETTLE_INTERVAL))
+        due = bool(_cache().add(f"django_eid:settle:{row.pk}", 1, interval))
     except Exception:
         logger.warning("TOKEN_CACHE failed; identification %s is left to eid_reconcile.", row.pk)
         return None

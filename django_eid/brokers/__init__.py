@@ -107,6 +107,9 @@ class BrokerApi(ABC):
     #: Whether the broker's frame tells the page embedding it how it ended
     #: (``IFRAME_WEB_MESSAGING``); without it the frame page polls.
     web_messaging: ClassVar[bool] = False
+    #: Whether :meth:`session_done` asks a call without personal data (else it answers
+    #: ``None`` and the record is asked: :func:`django_eid.flow.settle_if_due` asks less often).
+    status_call: ClassVar[bool] = False
 
     def __init__(self, call: ApiCall, settings: EidSettings) -> None:
         self.call = call

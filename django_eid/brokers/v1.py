@@ -74,6 +74,7 @@ class V1Api(BrokerApi):
     provider_re: ClassVar[re.Pattern[str]] = vocabulary.PROVIDER_RE
     provider_example: ClassVar[str] = "NO_BANKID_WEB"
     web_messaging: ClassVar[bool] = True
+    status_call: ClassVar[bool] = True
     provider_families: ClassVar[Mapping[str, str]] = {
         "NO_BANKID_WEB": "no-bankid",
         "NO_BANKID_MOBILE": "no-bankid",

@@ -7,6 +7,8 @@ settings; the views and the flow core use the broker-API interface alone."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterator
 from io import StringIO
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management import call_command
 
+from django_eid import flow
 from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
@@ -265,3 +268,39 @@ def test_only_v1_s_frame_page_loads_the_web_messaging_script(
         row = start(client, served, display="iframe")
         page = client.get(f"/eid/frame/{row.reference}/")
     assert (script in page.content.decode()) is (api == "v1")
+
+
+def test_without_a_status_call_the_record_is_asked_half_as_often(
+    api: str, broker: EidBroker, alice: AbstractBaseUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v1 asks a status call without personal data; v2 and the eID Hub have none, so a
+    poll (the frame page, a return in another browser) asks the whole record, less often."""
+    row = start(logged_in(alice, HTTP_USER_AGENT=UA), broker)
+    clock = [time.time()]
+    monkeypatch.setattr(time, "time", lambda: clock[0])  # the cache's clock
+    assert flow.settle_if_due(row) is not None
+    clock[0] += flow.SETTLE_INTERVAL + 1
+    assert (flow.settle_if_due(row) is None) is (api != "v1")
+    clock[0] += flow.SETTLE_INTERVAL
+    assert flow.settle_if_due(row) is not None
+
+
+def test_an_unknown_status_is_logged_as_such_and_leaves_the_row_pending(
+    api: str, broker: EidBroker, alice: AbstractBaseUser, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = logged_in(alice, HTTP_USER_AGENT=UA)
+    row = start(client, broker)
+    url = broker.complete()
+    status = {"v1": "QUEUED", "v2": "queued", "eid-hub": "QUEUED"}[api]
+    body = {"RequestId": row.request_id, "Status": status} if api == "v1" else None
+    if body is None:
+        body = {"id": row.request_id, "status": status}
+    broker.inject("retrieve", body=body)
+    with caplog.at_level(logging.WARNING, logger="django_eid"):
+        response = client.get(path_of(url))
+    row.refresh_from_db()
+    if api == "v1":  # its statuses are all published: any other one is a failure
+        assert row.status == Status.ERROR
+        return
+    assert (response.status_code, row.status) == (409, Status.PENDING)
+    assert f"has the status {status!r}, unknown to django-eid" in caplog.text
