@@ -41,10 +41,15 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 EID_SANDBOX = not env.str("EID_BASE_URL", default="")
 EID_SANDBOX_URL = env.str("EID_SANDBOX_URL", default="http://127.0.0.1:8000/eid-sandbox")
 
+# "v1", "v2" or "eid-hub": the sandbox speaks each (docs/guides/broker-api.md).
+EID_BROKER_API = env.str("EID_BROKER_API", default="v1")
+EID_HUB = EID_BROKER_API == "eid-hub"
+
 DJANGO_EID = {
-    # "v1", "v2" or "eid-hub": the sandbox speaks each (docs/guides/broker-api.md).
-    "BROKER_API": env.str("EID_BROKER_API", default="v1"),
-    "ACCOUNT_ID": env.str("EID_ACCOUNT_ID", default="a-sandbox" if EID_SANDBOX else "") or None,
+    "BROKER_API": EID_BROKER_API,
+    # The eID Hub's account (only that API has one).
+    "ACCOUNT_ID": env.str("EID_ACCOUNT_ID", default="a-sandbox" if EID_SANDBOX and EID_HUB else "")
+    or None,
     "CLIENT_ID": env.str("EID_CLIENT_ID", default="sandbox-client" if EID_SANDBOX else ""),
     "CLIENT_SECRET": env.str("EID_CLIENT_SECRET", default="sandbox-secret" if EID_SANDBOX else ""),
     "BASE_URL": env.str("EID_BASE_URL", default=EID_SANDBOX_URL),
