@@ -22,7 +22,7 @@ from typing import Any, Final
 import requests
 
 from django_eid.conf import eid_settings
-from django_eid.sandbox.broker import record_of
+from django_eid.sandbox.broker import identity_of, record_of
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Raised
 from django_eid.sandbox.persons import builtin_persons
@@ -36,20 +36,13 @@ API_SETTINGS: Final[dict[str, dict[str, Any]]] = {
     # The hub's scope is its own (``SCOPES`` falls back to it).
     "eid-hub": {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-spge-sandbox", "SCOPES": None},
 }
-#: The identity fields of a v1 record (what the successors' wire layers render).
-_IDENTITY_FIELDS: Final = (
-    "IdentityProviderUniqueId",
-    "Name",
-    "FirstName",
-    "MiddleName",
-    "LastName",
-    "DateOfBirth",
-    "EnvironmentInfo",
-)
 
 #: The person of every record the suites are sent; its fields are the expected values.
 SAMPLE = builtin_persons().NORWEGIAN
 SSN = SAMPLE.national_identity_number
+#: The identity fields of a v1 record (what the successors' wire layers render), the number
+#: aside; ``EnvironmentInfo`` last.
+_IDENTITY_FIELDS: Final = tuple(identity_of(SAMPLE, with_number=False))
 UNIQUE_ID = SAMPLE.identity_provider_unique_id or ""
 #: Where the broker sends the user (the ``Url`` of every create response).
 BROKER_PAGE = "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9nZXQ&language=NO"
