@@ -144,18 +144,25 @@ class Identification(models.Model):
         on_delete=models.CASCADE,
         related_name="eid_identifications",
         verbose_name=_("user"),
+        # The (user, status) index serves every lookup by user: a second one would not.
+        db_index=False,
     )
+    # Uniqueness as Meta constraints, not unique=True: on PostgreSQL the field option adds a
+    # second, varchar_pattern_ops index for LIKE queries, which nothing here runs.
     reference = models.CharField(
-        _("reference"), max_length=64, unique=True, default=new_reference, editable=False
+        _("reference"), max_length=64, default=new_reference, editable=False
     )
-    request_id = models.CharField(
-        _("broker request id"), max_length=512, unique=True, null=True, blank=True
+    # NULL, not "", until the broker answers: the unique constraint admits many NULLs.
+    request_id = models.CharField(  # noqa: DJ001
+        _("broker request id"), max_length=512, null=True, blank=True
     )
+    #: 128 random bits compared with the row found by ``reference``: never looked up, so it
+    #: has no index.
     external_id = models.CharField(
-        _("external id"), max_length=64, unique=True, default=new_external_id, editable=False
+        _("external id"), max_length=64, default=new_external_id, editable=False
     )
     status = models.CharField(
-        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
+        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING
     )
     display = models.CharField(
         _("display"), max_length=16, choices=Display.choices, default=Display.REDIRECT
@@ -167,7 +174,7 @@ class Identification(models.Model):
 
     identity_provider = models.CharField(_("identity provider"), max_length=64, blank=True)
     identity_provider_unique_id = models.CharField(
-        _("unique id at the provider"), max_length=255, blank=True, db_index=True
+        _("unique id at the provider"), max_length=255, blank=True
     )
     name = models.CharField(_("name"), max_length=255, blank=True)
     first_name = models.CharField(_("first name"), max_length=255, blank=True)
@@ -179,7 +186,7 @@ class Identification(models.Model):
     )
     # NULL, not "", marks "no number", so the hash column never matches a blank.
     social_security_number_hash = models.CharField(  # noqa: DJ001
-        max_length=64, null=True, blank=True, db_index=True, editable=False
+        max_length=64, null=True, blank=True, editable=False
     )
     national_id_country = models.CharField(
         _("country of the national identity number"), max_length=2, blank=True
@@ -210,6 +217,7 @@ class Identification(models.Model):
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     raw = models.JSONField(_("record as received"), default=dict, blank=True)
 
+    # eid_purge's cut-off and the admin's newest-first list.
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(_("completed"), null=True, blank=True)
     anonymized_at = models.DateTimeField(_("anonymized"), null=True, blank=True, editable=False)
@@ -230,8 +238,31 @@ class Identification(models.Model):
         verbose_name = _("identification")
         verbose_name_plural = _("identifications")
         ordering = ("-created_at",)
+        # Each index is here for a query (docs/reference/models.md, "Indexes"); the rest of
+        # the app's queries narrow by one of them first.
+        constraints = [
+            # The start and the callbacks find their row by it.
+            models.UniqueConstraint(fields=["reference"], name="django_eid_reference_unique"),
+            # A RequestId seen before is refused by this index, not by a query per start.
+            models.UniqueConstraint(fields=["request_id"], name="django_eid_request_id_unique"),
+        ]
         indexes = [
+            # A user's rows: verified_for, the pending limit, the start page's rows, the
+            # user's deletion (user_id alone is this index's prefix).
             models.Index(fields=["user", "status"], name="django_eid_user_status"),
+            # One account per person: another account's verified row of the same person, by
+            # the provider's unique id or by the number's lookup hash. Only verified rows,
+            # and only rows with a number, are in them.
+            models.Index(
+                fields=["identity_provider_unique_id"],
+                name="django_eid_verified_uid",
+                condition=models.Q(status="SUCCESS"),
+            ),
+            models.Index(
+                fields=["social_security_number_hash"],
+                name="django_eid_number_hash",
+                condition=models.Q(social_security_number_hash__isnull=False),
+            ),
             # eid_reconcile's claim: the pending rows, oldest first, that no run holds. Only
             # pending rows are in it, so it stays small however long the history grows.
             # PostgreSQL and SQLite build it; other databases skip partial indexes.
@@ -333,7 +364,7 @@ class PersonClaim(models.Model):
     UID = "uid:"
     SSN = "ssn:"
 
-    key = models.CharField(_("person key"), max_length=68, unique=True, editable=False)
+    key = models.CharField(_("person key"), max_length=68, editable=False)
     identification = models.ForeignKey(
         Identification,
         on_delete=models.CASCADE,
@@ -345,6 +376,8 @@ class PersonClaim(models.Model):
     class Meta:
         verbose_name = _("person claim")
         verbose_name_plural = _("person claims")
+        # A constraint rather than unique=True: no LIKE twin on PostgreSQL (see Identification).
+        constraints = [models.UniqueConstraint(fields=["key"], name="django_eid_claim_key_unique")]
 
     def __str__(self) -> str:
         return f"{self.key[:12]}… of identification {self.identification_id}"

@@ -120,7 +120,7 @@ def test_the_test_database_has_the_migrated_schema_on_postgresql() -> None:
         )
         (pending_due,) = cursor.fetchone()
     unique = {tuple(c["columns"]) for c in constraints.values() if c["unique"]}
-    assert {("reference",), ("request_id",), ("external_id",)} <= unique
+    assert {("reference",), ("request_id",)} <= unique  # external_id: 0009
     indexed = {tuple(c["columns"]) for c in constraints.values() if c["index"]}
     assert ("user_id", "status") in indexed
     # eid_reconcile's claim: pending rows only (migration 0005).
