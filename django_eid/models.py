@@ -249,9 +249,13 @@ class Identification(models.Model):
         return f"<Identification pk={self.pk} user_id={self.user_id} status={self.status}>"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # Keep the lookup hash in step with the encrypted number whatever path saves it.
-        number = self.social_security_number
-        self.social_security_number_hash = crypto.lookup_hash(number) if number else None
+        # Keep the lookup hash in step with the encrypted number whatever path saves it. A
+        # number not loaded (deferred) is not saved either; one no configured key decrypts
+        # is written back unchanged, and so is its hash, computed when it could be.
+        if "social_security_number" not in self.get_deferred_fields():
+            number = self.social_security_number
+            if not isinstance(number, crypto.Unreadable):
+                self.social_security_number_hash = crypto.lookup_hash(number) if number else None
         update_fields = kwargs.get("update_fields")
         if update_fields is not None and "social_security_number" in update_fields:
             kwargs["update_fields"] = {*update_fields, "social_security_number_hash"}
@@ -309,9 +313,16 @@ class Identification(models.Model):
         return tuple(failed)
 
     @property
+    def has_unreadable_number(self) -> bool:
+        """A number is stored, but no configured key decrypts it (a key was removed too
+        early): it reads as :class:`~django_eid.crypto.Unreadable` until the key is back."""
+        return isinstance(self.social_security_number, crypto.Unreadable)
+
+    @property
     def masked_social_security_number(self) -> str:
         """The national identity number with all but the digits of the date of birth hidden
-        (:func:`django_eid.national_id.mask`): ``310185•••••``."""
+        (:func:`django_eid.national_id.mask`): ``310185•••••``; ``""`` when there is none,
+        or when it cannot be decrypted (:attr:`has_unreadable_number`)."""
         from django_eid import national_id
 
         number = self.social_security_number or ""
