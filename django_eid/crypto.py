@@ -112,6 +112,27 @@ def decrypt(token: str) -> str:
         ) from err
 
 
+#: What to do about numbers no configured key decrypts (for ``eid_check`` and
+#: ``eid_reencrypt``): the key is only missing from the settings until proven lost.
+LOST_KEY_ADVICE = (
+    "Put the key they were encrypted with back: the old SECRET_KEY into "
+    "SECRET_KEY_FALLBACKS (ENCRYPTION_KEYS unset), or the removed key after the first in "
+    "DJANGO_EID['ENCRYPTION_KEYS']; then run eid_reencrypt before removing it again. "
+    "Without that key the numbers are lost: the rows still work without them, and "
+    "eid_purge deletes or anonymizes them."
+)
+
+
+def unreadable_summary(pks: list[int], *, shown: int = 20) -> str:
+    """``"N identification(s) cannot be decrypted ... (ids: 1, 2, ...)"``: ids, no data."""
+    ids = ", ".join(str(pk) for pk in pks[:shown])
+    more = f" and {len(pks) - shown} more" if len(pks) > shown else ""
+    return (
+        f"{len(pks)} identification(s) cannot be decrypted with the configured keys "
+        f"(ids: {ids}{more})."
+    )
+
+
 class Unreadable:
     """A stored national identity number that no configured key decrypts.
 

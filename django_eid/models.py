@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -112,6 +113,24 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         return self.pending().filter(
             created_at__lt=timezone.now() - datetime.timedelta(seconds=max_age)
         )
+
+    def unreadable_numbers(self, batch_size: int = 2000) -> list[int]:
+        """The pks of the rows whose stored number no configured key decrypts, in order.
+
+        Reads the ciphertexts without decrypting them into memory: only whether a key
+        fits is asked. One pass over every row that holds a number.
+        """
+        ciphertexts = (
+            self.filter(social_security_number__isnull=False)
+            .annotate(ciphertext=Cast("social_security_number", models.TextField()))
+            .order_by("pk")
+            .values_list("pk", "ciphertext")
+        )
+        return [
+            pk
+            for pk, text in ciphertexts.iterator(batch_size)
+            if text and not crypto.readable(text)
+        ]
 
     def with_social_security_number(self, number: str) -> IdentificationQuerySet:
         """Rows holding exactly this national identity number (via the keyed hash)."""

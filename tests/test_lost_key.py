@@ -136,9 +136,7 @@ def test_saving_an_unreadable_row_keeps_its_ciphertext_and_hash(lost: int) -> No
     assert ciphertexts()[lost] == before
 
 
-def test_the_old_key_put_back_reads_everything_again(
-    lost: int, settings: SettingsWrapper
-) -> None:
+def test_the_old_key_put_back_reads_everything_again(lost: int, settings: SettingsWrapper) -> None:
     row = Identification.objects.get(pk=lost)
     row.save()  # saved while unreadable: nothing is lost
     settings.SECRET_KEY_FALLBACKS = [OLD_SECRET]
@@ -150,14 +148,12 @@ def test_the_old_key_put_back_reads_everything_again(
 
 def test_an_unreadable_number_cannot_be_dumped_as_a_blank(lost: int) -> None:
     """``dumpdata`` would write a value that ``loaddata`` stores as "no number"."""
-    with pytest.raises(crypto.DecryptionError):
+    with pytest.raises(CommandError, match=f"identification {lost}: no configured key"):
         call_command("dumpdata", "django_eid.identification", stdout=StringIO())
 
 
 # -- the pages and the gates --------------------------------------------------------------------
-def test_the_result_page_works_without_the_number(
-    kari: Any, settings: SettingsWrapper
-) -> None:
+def test_the_result_page_works_without_the_number(kari: Any, settings: SettingsWrapper) -> None:
     success = Identification.objects.get(pk=make(kari, KARI, uid="kari-uid"))
     rejected = Identification.objects.get(
         pk=make(kari, KARI, uid="kari-uid", status=Status.REJECTED, error_code="NOT_SAME_PERSON")
