@@ -11,7 +11,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from django_eid.crypto import DecryptionError
 from django_eid.models import Identification
 
 
@@ -71,16 +70,15 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return (*user_fields, "name", "first_name", "last_name")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Identification]:
-        # The list never shows the number: do not decrypt a page of them (nor fail the
-        # whole list on one row under a removed key). The detail page loads it on access.
+        # The list never shows the number: do not decrypt a page of them. The detail page
+        # loads it on access.
         return super().get_queryset(request).defer("social_security_number")
 
     @admin.display(description=_("national identity number"))
     def masked_social_security_number(self, obj: Identification) -> str:
-        try:
-            return obj.masked_social_security_number or "-"
-        except DecryptionError:
+        if obj.has_unreadable_number:
             return str(_("(cannot be decrypted with the configured keys)"))
+        return obj.masked_social_security_number or "-"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -159,11 +159,8 @@ def identity_json(row: Identification) -> dict[str, Any]:
         "verified_at": row.completed_at,
     }
     if eid_settings.API_EXPOSE_SOCIAL_SECURITY_NUMBER:
-        try:
-            masked = row.masked_social_security_number
-        except crypto.DecryptionError:  # stored under a key that was removed: not known any more
-            masked = ""
-        data["social_security_number"] = masked or None
+        # None too when no configured key decrypts it any more.
+        data["social_security_number"] = row.masked_social_security_number or None
     return data
 
 

@@ -86,11 +86,9 @@ def same_person(new: Identification, old: Identification) -> bool:
 
 
 def _number(identification: Identification) -> str | None:
-    try:
-        return identification.social_security_number or None
-    except crypto.DecryptionError:
-        # A number under a removed key proves nothing; the provider's unique id may still.
-        return None
+    # A number no configured key decrypts (Unreadable, falsy) proves nothing: never a match,
+    # the provider's unique id may still tell.
+    return identification.social_security_number or None
 
 
 def account_person(user: Any, *, before: Identification | None = None) -> Identification | None:

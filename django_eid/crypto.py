@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 import json
 from functools import lru_cache
+from typing import Literal
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
@@ -109,6 +110,64 @@ def decrypt(token: str) -> str:
             "Cannot decrypt a stored national identity number with DJANGO_EID['ENCRYPTION_KEYS']; "
             "was a key removed before running eid_reencrypt?"
         ) from err
+
+
+#: What to do about numbers no configured key decrypts (for ``eid_check`` and
+#: ``eid_reencrypt``): the key is only missing from the settings until proven lost.
+LOST_KEY_ADVICE = (
+    "Put the key they were encrypted with back: the old SECRET_KEY into "
+    "SECRET_KEY_FALLBACKS (ENCRYPTION_KEYS unset), or the removed key after the first in "
+    "DJANGO_EID['ENCRYPTION_KEYS']; then run eid_reencrypt before removing it again. "
+    "Without that key the numbers are lost: the rows still work without them, and "
+    "eid_purge deletes or anonymizes them."
+)
+
+
+def unreadable_summary(pks: list[int], *, shown: int = 20) -> str:
+    """``"N identification(s) cannot be decrypted ... (ids: 1, 2, ...)"``: ids, no data."""
+    ids = ", ".join(str(pk) for pk in pks[:shown])
+    more = f" and {len(pks) - shown} more" if len(pks) > shown else ""
+    return (
+        f"{len(pks)} identification(s) cannot be decrypted with the configured keys "
+        f"(ids: {ids}{more})."
+    )
+
+
+class Unreadable:
+    """A stored national identity number that no configured key decrypts.
+
+    What :class:`~django_eid.fields.EncryptedTextField` reads instead of raising, so that a
+    key removed too early (``SECRET_KEY`` rotated without ``SECRET_KEY_FALLBACKS``, a key
+    dropped from ``ENCRYPTION_KEYS`` before ``eid_reencrypt``) costs the number, not every
+    page that loads the row. It is falsy, as "no number known" is to code that asks
+    ``if row.social_security_number``; it is not a ``str``, and it equals nothing but
+    itself, so no comparison of persons takes two lost numbers for the same one. Saving
+    the row writes the ciphertext back as it was: putting the key back makes it readable.
+    """
+
+    __slots__ = ("ciphertext",)
+
+    def __init__(self, ciphertext: str) -> None:
+        self.ciphertext = ciphertext
+
+    def __bool__(self) -> Literal[False]:
+        return False
+
+    def __repr__(self) -> str:
+        return "<Unreadable national identity number>"
+
+    def __str__(self) -> str:
+        # What a template showing the number renders: never a value that passes for one.
+        return ""
+
+
+def readable(token: str) -> bool:
+    """True when a configured key decrypts ``token`` (a stored Fernet token)."""
+    try:
+        _fernet(configured_keys()).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
 
 
 def is_current(token: str) -> bool:

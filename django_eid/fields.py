@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import FieldError
 from django.db import models
@@ -14,6 +14,13 @@ _NOT_SEARCHABLE = (
     "An encrypted field can only be tested for NULL (isnull). Search the national identity "
     "number with Identification.objects.with_social_security_number()."
 )
+
+
+if TYPE_CHECKING:
+    # What mypy sees a row's value as: a number it decrypted, one it could not, or none.
+    _TextField = models.TextField[str | None, str | crypto.Unreadable | None]
+else:
+    _TextField = models.TextField
 
 
 class _ExactNone(Exact):
@@ -28,13 +35,14 @@ class _ExactNone(Exact):
         super().__init__(lhs, rhs)
 
 
-class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
+class EncryptedTextField(_TextField):
     """Plain ``str`` in Python, Fernet ciphertext in the database.
 
     Not searchable: store a :func:`django_eid.crypto.lookup_hash` beside it. Lookups
     other than ``isnull`` raise ``FieldError``: an ``exact`` match could never hit, and
     pattern lookups (``startswith``, ``contains`` ...) would send digits of the number
-    to the database in clear.
+    to the database in clear. A value no configured key decrypts reads as
+    :class:`django_eid.crypto.Unreadable`, and is saved back unchanged.
     """
 
     description = "Text encrypted at rest"
@@ -49,13 +57,38 @@ class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
     def get_transform(self, name: str) -> Any:
         raise FieldError(_NOT_SEARCHABLE)
 
-    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
+    def from_db_value(
+        self, value: str | None, expression: Any, connection: Any
+    ) -> str | crypto.Unreadable | None:
         if value is None or value == "":
             return value
-        return crypto.SensitiveText(crypto.decrypt(value))
+        try:
+            return crypto.SensitiveText(crypto.decrypt(value))
+        except crypto.DecryptionError:
+            # A key removed too early costs this value, not every query that loads the row.
+            return crypto.Unreadable(value)
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, crypto.Unreadable):
+            return value  # full_clean() must not turn it into "" (that would then be saved)
+        return super().to_python(value)
 
     def get_prep_value(self, value: Any) -> Any:
+        if isinstance(value, crypto.Unreadable):
+            # Written back as it was read: an empty value would destroy the number for good,
+            # while the ciphertext reads again once its key is back.
+            return value.ciphertext
         value = super().get_prep_value(value)
         if value is None or value == "":
             return value
         return crypto.encrypt(str(value))
+
+    def value_to_string(self, obj: Any) -> str:
+        value = self.value_from_object(obj)
+        if isinstance(value, crypto.Unreadable):
+            # dumpdata would write a blank that loaddata stores as "no number".
+            raise crypto.DecryptionError(
+                f"Cannot serialize the national identity number of identification {obj.pk}: "
+                "no configured key decrypts it."
+            )
+        return super().value_to_string(obj)

@@ -430,10 +430,7 @@ def _expected_number(user: Any) -> str | None:
     person = claims.account_person(user)
     if person is None:
         return None
-    try:
-        return person.social_security_number or None
-    except crypto.DecryptionError:
-        return None
+    return person.social_security_number or None  # None too when it cannot be decrypted
 
 
 def _store_failure(row: Identification, err: EidError) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -112,6 +113,24 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         return self.pending().filter(
             created_at__lt=timezone.now() - datetime.timedelta(seconds=max_age)
         )
+
+    def unreadable_numbers(self, batch_size: int = 2000) -> list[int]:
+        """The pks of the rows whose stored number no configured key decrypts, in order.
+
+        Reads the ciphertexts without decrypting them into memory: only whether a key
+        fits is asked. One pass over every row that holds a number.
+        """
+        ciphertexts = (
+            self.filter(social_security_number__isnull=False)
+            .annotate(ciphertext=Cast("social_security_number", models.TextField()))
+            .order_by("pk")
+            .values_list("pk", "ciphertext")
+        )
+        return [
+            pk
+            for pk, text in ciphertexts.iterator(batch_size)
+            if text and not crypto.readable(text)
+        ]
 
     def with_social_security_number(self, number: str) -> IdentificationQuerySet:
         """Rows holding exactly this national identity number (via the keyed hash)."""
@@ -280,9 +299,13 @@ class Identification(models.Model):
         return f"<Identification pk={self.pk} user_id={self.user_id} status={self.status}>"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # Keep the lookup hash in step with the encrypted number whatever path saves it.
-        number = self.social_security_number
-        self.social_security_number_hash = crypto.lookup_hash(number) if number else None
+        # Keep the lookup hash in step with the encrypted number whatever path saves it. A
+        # number not loaded (deferred) is not saved either; one no configured key decrypts
+        # is written back unchanged, and so is its hash, computed when it could be.
+        if "social_security_number" not in self.get_deferred_fields():
+            number = self.social_security_number
+            if not isinstance(number, crypto.Unreadable):
+                self.social_security_number_hash = crypto.lookup_hash(number) if number else None
         update_fields = kwargs.get("update_fields")
         if update_fields is not None and "social_security_number" in update_fields:
             kwargs["update_fields"] = {*update_fields, "social_security_number_hash"}
@@ -340,9 +363,16 @@ class Identification(models.Model):
         return tuple(failed)
 
     @property
+    def has_unreadable_number(self) -> bool:
+        """A number is stored, but no configured key decrypts it (a key was removed too
+        early): it reads as :class:`~django_eid.crypto.Unreadable` until the key is back."""
+        return isinstance(self.social_security_number, crypto.Unreadable)
+
+    @property
     def masked_social_security_number(self) -> str:
         """The national identity number with all but the digits of the date of birth hidden
-        (:func:`django_eid.national_id.mask`): ``310185•••••``."""
+        (:func:`django_eid.national_id.mask`): ``310185•••••``; ``""`` when there is none,
+        or when it cannot be decrypted (:attr:`has_unreadable_number`)."""
         from django_eid import national_id
 
         number = self.social_security_number or ""

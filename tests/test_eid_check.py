@@ -25,6 +25,9 @@ from tests.fixtures_client import (
     token_calls,
 )
 
+# The command also tries the encryption keys on the stored numbers (tests/test_lost_key.py).
+pytestmark = pytest.mark.django_db
+
 broker = fixtures_client.broker
 no_backoff = fixtures_client.no_backoff
 

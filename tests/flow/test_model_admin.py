@@ -132,8 +132,9 @@ def test_key_rotation(alice: Any, eid: Callable[..., None]) -> None:
     assert Identification.objects.get(pk=row.pk).social_security_number == SSN
 
     eid(ENCRYPTION_KEYS=[key_a])
-    with pytest.raises(crypto.DecryptionError):
-        Identification.objects.get(pk=row.pk)
+    assert isinstance(
+        Identification.objects.get(pk=row.pk).social_security_number, crypto.Unreadable
+    )
 
 
 def test_the_hash_follows_the_number(alice: Any) -> None:

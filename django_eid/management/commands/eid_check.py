@@ -4,6 +4,10 @@ Checks the credentials, scopes and reachability of the broker with one token
 request that bypasses the token cache. Prints the token type, its lifetime,
 the scopes asked and the token endpoint, or exits non-zero with a one-line
 reason. Never prints the token or the client secret.
+
+Also tries the configured keys on every stored national identity number: rows that no key
+decrypts (a key removed too early) are named by id, never by number, with what to do,
+and make the command exit non-zero after the broker check.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
+from django_eid import crypto
 from django_eid.client import EidClient
 from django_eid.conf import eid_settings
 from django_eid.exceptions import (
@@ -22,6 +28,7 @@ from django_eid.exceptions import (
     InvalidScope,
     TokenError,
 )
+from django_eid.models import Identification
 from django_eid.validation import problems
 
 
@@ -32,7 +39,9 @@ def _one_line(text: object) -> str:
 class Command(BaseCommand):
     help = (
         "Fetch a new access token from the broker with the configured credentials and "
-        "scopes, and report the result. Exits non-zero when no token was issued."
+        "scopes, and report the result; try the configured keys on the stored national "
+        "identity numbers. Exits non-zero when no token was issued or a number cannot be "
+        "decrypted."
     )
     # Configuration problems are reported below in one line, not as a check listing.
     requires_system_checks: list[str] = []
@@ -42,6 +51,8 @@ class Command(BaseCommand):
         for problem in problems(s):
             if problem.level == "warning":
                 self.stderr.write(f"Warning: {_one_line(problem.message)} ({problem.id})")
+        # Before the broker: its failure ends the command, and this is still worth knowing.
+        unreadable = self._check_keys()
         try:
             client = EidClient()
         except EidConfigurationError as err:
@@ -80,3 +91,24 @@ class Command(BaseCommand):
         self.stdout.write(f"Token type: {token.token_type}")
         self.stdout.write(f"Lifetime: {token.expires_in} s")
         self.stdout.write(self.style.SUCCESS("OK: the broker issued an access token."))
+        if unreadable:
+            raise CommandError(f"{crypto.unreadable_summary(unreadable)} {crypto.LOST_KEY_ADVICE}")
+
+    def _check_keys(self) -> list[int]:
+        """The ids of the stored numbers no configured key decrypts, reported as found."""
+        try:
+            stored = Identification.objects.filter(social_security_number__isnull=False).count()
+            unreadable = Identification.objects.unreadable_numbers()
+        except DatabaseError as err:  # not migrated yet, or no database here
+            self.stderr.write(
+                f"Warning: the stored identifications could not be read ({type(err).__name__}); "
+                "the encryption keys were not checked."
+            )
+            return []
+        if unreadable:
+            self.stderr.write(f"Error: {crypto.unreadable_summary(unreadable)}")
+        else:
+            self.stdout.write(
+                f"Stored national identity numbers: {stored}, all readable with the configured keys."
+            )
+        return unreadable

@@ -5,6 +5,10 @@ old ones after it), deploy, run this command, then remove the old keys. The
 lookup hash is recomputed under the new key at the same time, and so is the key of the
 row's ``ONE_ACCOUNT_PER_PERSON`` claim on the number, so that new identifications (which
 claim under the new key) still collide with it.
+
+A row no configured key decrypts (its key was removed too early) is never rewritten: the
+others are moved, and the command then fails naming how many it could not read, and
+which (ids only), so that the key can be put back and the command run again.
 """
 
 from __future__ import annotations
@@ -39,25 +43,35 @@ class Command(BaseCommand):
         ciphertexts = (
             Identification.objects.filter(social_security_number__isnull=False)
             .annotate(ciphertext=Cast("social_security_number", models.TextField()))
+            .order_by("pk")
             .values_list("pk", "ciphertext")
         )
-        stale = [
-            pk
-            for pk, text in ciphertexts.iterator(options["batch_size"])
-            if text and not crypto.is_current(text)
-        ]
+        stale: list[int] = []
+        unreadable: list[int] = []
+        for pk, text in ciphertexts.iterator(options["batch_size"]):
+            if text and not crypto.is_current(text):
+                (stale if crypto.readable(text) else unreadable).append(pk)
         if options["dry_run"]:
             self.stdout.write(f"{len(stale)} identification(s) are not under the first key.")
+            self._fail_on(unreadable)
             return
         done = 0
         for pk in stale:
             with transaction.atomic():
-                try:
-                    row = Identification.objects.select_for_update().filter(pk=pk).first()
-                except crypto.DecryptionError as err:
-                    raise CommandError(f"identification {pk}: {err}") from err
-                if row is not None and row.social_security_number:  # None: purged meanwhile
-                    row.save(update_fields=["social_security_number"])
-                    claims.rekey(row)
-                    done += 1
+                row = Identification.objects.select_for_update().filter(pk=pk).first()
+                if row is None or not row.social_security_number:
+                    if row is not None and row.has_unreadable_number:  # its key went meanwhile
+                        unreadable.append(pk)
+                    continue  # None: purged meanwhile
+                row.save(update_fields=["social_security_number"])
+                claims.rekey(row)
+                done += 1
         self.stdout.write(f"Re-encrypted {done} identification(s) under the first key.")
+        self._fail_on(sorted(unreadable))
+
+    def _fail_on(self, unreadable: list[int]) -> None:
+        if unreadable:
+            raise CommandError(
+                f"{crypto.unreadable_summary(unreadable)} They were not rewritten. "
+                f"{crypto.LOST_KEY_ADVICE}"
+            )
