@@ -8,12 +8,13 @@
 #   make docs              mkdocs build --strict
 #   make tox               the Django 4.2 / 5.1 / 5.2 matrix (SQLite)
 #   make messages          refresh and compile the translation catalogs (needs GNU gettext)
-#   make demo              example project on http://127.0.0.1:8000/
+#   make demo              example project on http://127.0.0.1:8000/ (DEMO_PORT=8001: another port)
 #   make bench             benchmarks
 #   make services-start / services-stop
 #   make clean / distclean
 #
-# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no.
+# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no,
+# KEEP_SERVICES=yes (make test leaves the PostgreSQL/Redis it started running).
 
 PYTHON ?= python3
 VENV := .venv
@@ -39,6 +40,11 @@ $(PY):
 # Reinstall only when pyproject.toml changed since the last install (the stamp).
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,docs]'
+	@touch $@
+
+# The demo needs the package and the example project's settings reader only.
+$(VENV)/.installed-demo: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[example]'
 	@touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
@@ -96,10 +102,14 @@ messages: venv
 
 # --- running things -------------------------------------------------------------
 
-demo: venv
+# The site calls its embedded sandbox over HTTP, so the sandbox's URL follows the port.
+DEMO_PORT ?= 8000
+
+demo: $(VENV)/.installed-demo
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py eid_demo_user
-	$(PY) manage.py runserver 127.0.0.1:8000
+	EID_SANDBOX_URL=http://127.0.0.1:$(DEMO_PORT)/eid-sandbox \
+		$(PY) manage.py runserver 127.0.0.1:$(DEMO_PORT)
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks
