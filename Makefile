@@ -88,17 +88,21 @@ tox: venv
 	$(VENV)/bin/tox $(TOX_ARGS)
 
 # The shipped languages; keep in step with tests/test_i18n.py. After a run, translate
-# the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po, drop their
-# "#, fuzzy" flags, and run it again to compile them.
+# the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po (and of the
+# example project's own pages, example_project/locale), drop their "#, fuzzy" flags,
+# and run it again to compile them.
 LANGUAGES := nb sv da fi
+CATALOGS := django_eid example_project
 
 messages: venv
 	@command -v msgfmt >/dev/null || { echo "GNU gettext is missing: apt-get install gettext"; exit 1; }
-	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin makemessages \
-		$(addprefix --locale=,$(LANGUAGES)) --no-obsolete --add-location=file
-	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin compilemessages
-	@for l in $(LANGUAGES); do printf '%s: ' $$l; \
-		msgfmt --statistics -o /dev/null django_eid/locale/$$l/LC_MESSAGES/django.po; done
+	@set -e; for c in $(CATALOGS); do \
+		(cd $$c && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin makemessages \
+			$(addprefix --locale=,$(LANGUAGES)) --no-obsolete --add-location=file && \
+		env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin compilemessages); \
+		for l in $(LANGUAGES); do printf '%s %s: ' $$c $$l; \
+			msgfmt --statistics -o /dev/null $$c/locale/$$l/LC_MESSAGES/django.po; done; \
+	done
 
 # --- running things -------------------------------------------------------------
 
