@@ -8,12 +8,13 @@
 #   make docs              mkdocs build --strict
 #   make tox               the Django 4.2 / 5.1 / 5.2 matrix (SQLite)
 #   make messages          refresh and compile the translation catalogs (needs GNU gettext)
-#   make demo              example project on http://127.0.0.1:8000/
+#   make demo              example project on http://127.0.0.1:8000/ (DEMO_PORT=8001: another port)
 #   make bench             benchmarks
 #   make services-start / services-stop
 #   make clean / distclean
 #
-# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no.
+# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no,
+# KEEP_SERVICES=yes (make test leaves the PostgreSQL/Redis it started running).
 
 PYTHON ?= python3
 VENV := .venv
@@ -39,6 +40,11 @@ $(PY):
 # Reinstall only when pyproject.toml changed since the last install (the stamp).
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,docs]'
+	@touch $@
+
+# The demo needs the package and the example project's settings reader only.
+$(VENV)/.installed-demo: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[example]'
 	@touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
@@ -82,24 +88,32 @@ tox: venv
 	$(VENV)/bin/tox $(TOX_ARGS)
 
 # The shipped languages; keep in step with tests/test_i18n.py. After a run, translate
-# the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po, drop their
-# "#, fuzzy" flags, and run it again to compile them.
+# the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po (and of the
+# example project's own pages, example_project/locale), drop their "#, fuzzy" flags,
+# and run it again to compile them.
 LANGUAGES := nb sv da fi
+CATALOGS := django_eid example_project
 
 messages: venv
 	@command -v msgfmt >/dev/null || { echo "GNU gettext is missing: apt-get install gettext"; exit 1; }
-	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin makemessages \
-		$(addprefix --locale=,$(LANGUAGES)) --no-obsolete --add-location=file
-	cd django_eid && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin compilemessages
-	@for l in $(LANGUAGES); do printf '%s: ' $$l; \
-		msgfmt --statistics -o /dev/null django_eid/locale/$$l/LC_MESSAGES/django.po; done
+	@set -e; for c in $(CATALOGS); do \
+		(cd $$c && env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin makemessages \
+			$(addprefix --locale=,$(LANGUAGES)) --no-obsolete --add-location=file && \
+		env -u DJANGO_SETTINGS_MODULE ../$(VENV)/bin/django-admin compilemessages); \
+		for l in $(LANGUAGES); do printf '%s %s: ' $$c $$l; \
+			msgfmt --statistics -o /dev/null $$c/locale/$$l/LC_MESSAGES/django.po; done; \
+	done
 
 # --- running things -------------------------------------------------------------
 
-demo: venv
+# The site calls its embedded sandbox over HTTP, so the sandbox's URL follows the port.
+DEMO_PORT ?= 8000
+
+demo: $(VENV)/.installed-demo
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py eid_demo_user
-	$(PY) manage.py runserver 127.0.0.1:8000
+	EID_SANDBOX_URL=http://127.0.0.1:$(DEMO_PORT)/eid-sandbox \
+		$(PY) manage.py runserver 127.0.0.1:$(DEMO_PORT)
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks

@@ -11,7 +11,9 @@
 # The production tier is mandatory when CI=true, EID_REQUIRE_PRODUCTION=1 or
 # PRODUCTION=yes; with PRODUCTION=auto (default) it runs when PostgreSQL and
 # Redis are installed here and is skipped, with a message, when they are not;
-# PRODUCTION=no skips it.
+# PRODUCTION=no skips it. PostgreSQL and Redis that the tier started are stopped
+# again at the end (KEEP_SERVICES=yes leaves them running for the next run);
+# ones that were already running stay. The summary says which.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -54,6 +56,27 @@ production_mode() {
     fi
 }
 
+# Whether the throwaway services were up before this run: only what the run
+# started is stopped at the end.
+services_were_running=no
+if .ci/services.sh status 2>/dev/null; then services_were_running=yes; fi
+services_note=""
+
+stop_started_services() {
+    if [[ $services_were_running == yes ]]; then
+        services_note="NOTE     PostgreSQL and Redis (.ci/services.sh) were already running before make test and are left running"
+    elif ! .ci/services.sh status 2>/dev/null; then
+        return 0  # the tier did not get them up: nothing to stop
+    elif [[ ${KEEP_SERVICES:-no} == yes ]]; then
+        services_note="NOTE     PostgreSQL and Redis started for the production tier are left running (KEEP_SERVICES=yes); 'make services-stop' stops them"
+    elif .ci/services.sh stop; then
+        services_note="NOTE     PostgreSQL and Redis started for the production tier were stopped again (KEEP_SERVICES=yes leaves them running)"
+    else
+        services_note="FAIL     stopping PostgreSQL and Redis started for the production tier; 'make services-stop' stops them"
+        failed=1
+    fi
+}
+
 step "lint" submake lint
 step "pytest (SQLite)" submake test-sqlite
 
@@ -70,10 +93,10 @@ case $(production_mode) in
         elif ! .ci/services.sh start; then
             skip "production" "production tier skipped: PostgreSQL/Redis are installed but did not start (see the error above; mandatory in CI)"
         else
-            echo "(throwaway services left running for the next run; 'make services-stop' stops them)"
             step "production tier (PostgreSQL + Redis)" submake test-production
         fi ;;
 esac
+stop_started_services
 
 # The supported Django versions (tox.ini); mandatory in CI, on request elsewhere.
 if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then
@@ -91,6 +114,7 @@ fi
 echo
 echo "==================================== make test summary ===================================="
 for line in "${results[@]}"; do echo "$line"; done
+if [[ -n $services_note ]]; then echo "$services_note"; fi
 if [[ ! -x $CHROMIUM ]]; then
     if [[ ${EID_REQUIRE_BROWSER:-0} != 0 ]]; then
         echo "FAIL     browser tests: Chromium not installed ($CHROMIUM) but EID_REQUIRE_BROWSER=1"

@@ -126,7 +126,7 @@ CACHES = {"default": env.cache("CACHE_URL", default=_redis_url or "locmemcache:/
 
 # -- Authentication -------------------------------------------------------------
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "verify"
+LOGIN_REDIRECT_URL = "django_eid:start"  # "Verify my identity"
 LOGOUT_REDIRECT_URL = "home"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -145,6 +145,9 @@ LANGUAGES = [
     ("fi", "Suomi"),
 ]
 USE_I18N = True
+# The site's own texts (templates, views, the receiver's reason), like django-eid's own
+# catalogs: example_project/locale, refreshed with `make messages`.
+LOCALE_PATHS = [PROJECT_DIR / "locale"]
 USE_TZ = True
 TIME_ZONE = env.str("TIME_ZONE", default="Europe/Oslo")
 

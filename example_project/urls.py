@@ -10,12 +10,15 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.generic import RedirectView
 
 from example_project import views
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.HomeView.as_view(), name="home"),
-    path("verify/", views.VerifyView.as_view(), name="verify"),
+    # "Verify my identity" is django-eid's start page with the site's template
+    # (templates/django_eid/start.html): one page, where a cancel comes back to as well.
+    path("verify/", RedirectView.as_view(pattern_name="django_eid:start"), name="verify"),
     path("account/", views.AccountView.as_view(), name="account"),
     path("payout/", views.payout, name="payout"),
     path("wine/", views.wine_shop, name="wine"),

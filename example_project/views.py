@@ -40,17 +40,6 @@ class HomeView(TemplateView):
         return context
 
 
-class VerifyView(LoginRequiredMixin, TemplateView):
-    """ "Verify my identity": two buttons that POST to django-eid's start view."""
-
-    template_name = "verify.html"
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
-        context["identity"] = Identification.objects.verified_for(self.request.user)
-        return context
-
-
 class AccountView(LoginRequiredMixin, TemplateView):
     """The verified identity (django-eid's ``SUCCESS_URL``) and the past attempts."""
 

@@ -150,6 +150,22 @@ def test_a_refused_connection_on_loopback(
     message = fail()
     assert message.startswith("Broker unreachable")
     assert "could not connect" in message
+    assert "sandbox" not in message  # not this site's own sandbox
+
+
+def test_the_site_s_own_sandbox_needs_its_running_server(
+    settings: SettingsWrapper, no_backoff: list[float]
+) -> None:
+    with socket.socket() as sock:  # the development server is not running
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.DEBUG = True
+    sandbox = f"http://127.0.0.1:{port}/eid-sandbox"  # where tests/urls.py mounts it
+    settings.DJANGO_EID = eid_settings_with(AUTH_URL=sandbox, BASE_URL=sandbox, TIMEOUT=2)
+    message = fail()
+    assert message.startswith("Broker unreachable")
+    assert "sandbox, which answers only while the development server runs" in message
+    assert "python manage.py runserver" in message
 
 
 @pytest.mark.parametrize(

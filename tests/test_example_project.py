@@ -72,7 +72,7 @@ def test_home_invites_anonymous_visitors_to_log_in(client: Client, db: None) -> 
 
 
 def test_pages_need_login(client: Client, db: None) -> None:
-    for path in ("/verify/", "/account/"):
+    for path in ("/eid/start/", "/account/"):
         response = client.get(path)
         assert response.status_code == 302
         assert response["Location"] == f"/login/?next={path}"
@@ -81,7 +81,8 @@ def test_pages_need_login(client: Client, db: None) -> None:
 def test_login_lands_on_verify_page(client: Client, user: User) -> None:
     response = client.post("/login/", {"username": "kari", "password": "pw-kari-123"})
     assert response.status_code == 302
-    assert response["Location"] == "/verify/"
+    assert response["Location"] == "/eid/start/"
+    assert client.get("/verify/")["Location"] == "/eid/start/"  # the menu's old address
 
 
 def test_language_can_be_switched(client: Client, db: None) -> None:
@@ -94,17 +95,31 @@ def test_language_can_be_switched(client: Client, db: None) -> None:
 
 
 def test_verify_page_posts_each_display_to_the_start_view(logged_in: Client) -> None:
-    content = logged_in.get("/verify/").content.decode()
-    assert content.count('action="/eid/start/"') == 2
+    content = logged_in.get("/eid/start/?next=/wine/").content.decode()
+    assert "django-eid example" in content  # the site's header on the app's start page
+    assert content.count('action="/eid/start/"') == 1
+    assert 'name="next" value="/wine/"' in content
     assert 'name="display" value="redirect"' in content
     assert 'name="display" value="iframe"' in content
     assert "csrfmiddlewaretoken" in content
 
 
-def test_start_page_of_the_app_has_the_site_look(logged_in: Client) -> None:
-    content = logged_in.get("/eid/start/").content.decode()
-    assert "django-eid example" in content  # the site's header
-    assert 'value="iframe"' in content
+@pytest.mark.parametrize("display", ["redirect", "iframe"])
+@pytest.mark.parametrize("next_url", ["", "/wine/"])
+def test_a_cancel_comes_back_to_the_page_it_started_from(
+    logged_in: Client, eid_broker: Any, display: str, next_url: str
+) -> None:
+    started_on = "/eid/start/" + (f"?next={next_url.replace('/', '%2F')}" if next_url else "")
+    assert "Continue to identification" in logged_in.get(started_on).content.decode()
+    logged_in.post("/eid/start/", {"display": display, "next": next_url})
+    response = logged_in.get(eid_broker.abort())
+    if display == "iframe":  # the frame moves the top window there
+        assert f'"{started_on}"' in response.content.decode()
+    else:
+        assert response["Location"] == started_on
+    content = logged_in.get(started_on).content.decode()
+    assert "You cancelled the identification." in content
+    assert "Continue to identification" in content  # the site's page, as before
 
 
 def test_account_shows_the_verified_identity_masked(logged_in: Client, user: User) -> None:
@@ -306,3 +321,52 @@ def test_manage_py_check_passes_without_environment(tmp_path: Path) -> None:
     result = run_example(code, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+# -- The site's own texts in the site's languages ----------------------------------
+
+#: A text of each of the site's own pages, as its catalogs (example_project/locale) say it.
+SITE_TEXTS = {
+    "en": ("Log in to start", "Continue to identification", "Identification attempts"),
+    "nb": ("Logg inn for å starte", "Gå videre til identifisering", "Identifiseringsforsøk"),
+    "sv": ("Logga in för att börja", "Fortsätt till identifiering", "Identifieringsförsök"),
+    "da": ("Log ind for at begynde", "Fortsæt til identifikation", "Identifikationsforsøg"),
+    "fi": ("Kirjaudu sisään aloittaaksesi", "Jatka tunnistautumiseen", "Tunnistautumisyritykset"),
+}
+REFUSAL = {
+    "en": "You must be 13 or older to use this service.",
+    "nb": "Du må være 13 år eller eldre for å bruke denne tjenesten.",
+    "sv": "Du måste vara 13 år eller äldre för att använda den här tjänsten.",
+    "da": "Du skal være 13 år eller ældre for at bruge denne tjeneste.",
+    "fi": "Sinun on oltava vähintään 13-vuotias käyttääksesi tätä palvelua.",
+}
+
+
+def speak(client: Client, lang: str) -> None:
+    response = client.post("/i18n/setlang/", {"language": lang, "next": "/"})
+    assert response.status_code == 302
+
+
+@pytest.mark.parametrize("lang", list(SITE_TEXTS))
+def test_the_site_s_pages_speak_the_chosen_language(client: Client, user: User, lang: str) -> None:
+    home, start, account = SITE_TEXTS[lang]
+    speak(client, lang)
+    assert home in client.get("/").content.decode()
+    client.force_login(user)
+    page = client.get("/eid/start/").content.decode()
+    assert f'<html lang="{lang}">' in page
+    assert start in page
+    assert account in client.get("/account/").content.decode()
+    if lang != "en":
+        for english in SITE_TEXTS["en"]:
+            assert english not in page + client.get("/account/").content.decode()
+
+
+@pytest.mark.parametrize("lang", list(REFUSAL))
+def test_the_site_s_refusal_speaks_the_chosen_language(
+    logged_in: Client, eid_broker: Any, lang: str
+) -> None:
+    speak(logged_in, lang)
+    logged_in.post("/eid/start/")
+    response = logged_in.get(eid_broker.complete(eid_broker.persons.CHILD), follow=True)
+    assert REFUSAL[lang] in response.content.decode()

@@ -1,9 +1,10 @@
 """Translations: the shipped catalogs are complete, the pages use them, the broker hears the language.
 
-- Every catalog (nb, sv, da, fi) translates every string, with no fuzzy entry, and its
-  compiled ``.mo`` says what its ``.po`` says.
+- Every catalog (nb, sv, da, fi) of the package and of the example project translates
+  every string, with no fuzzy entry, and its compiled ``.mo`` says what its ``.po`` says.
 - No string of the source is missing from the catalogs (``makemessages`` into a copy of
-  the package finds nothing new); skipped when GNU gettext is not installed, except in CI.
+  the package, or of the example project, finds nothing new); skipped when GNU gettext is
+  not installed, except in CI.
 - The start page, the error page and the sandbox's login page render in each language.
 - The ``Language`` of the create request follows Django's active language.
 """
@@ -31,6 +32,8 @@ import django_eid.client
 from django_eid.conf import eid_settings
 
 PACKAGE = Path(django_eid.__file__).resolve().parent
+#: The directories with a ``locale`` of their own: the app, and the example project's pages.
+CATALOGS = {"django_eid": PACKAGE, "example_project": PACKAGE.parent / "example_project"}
 LANGUAGES = ("nb", "sv", "da", "fi")
 
 #: One string per page and language, as the catalogs translate it.
@@ -69,8 +72,8 @@ BROKER_LANGUAGE = {"nb": "NO", "sv": "SV", "da": "DA", "fi": "FI", "en": "EN"}
 # -- the catalogs ----------------------------------------------------------------------
 
 
-def po_path(lang: str) -> Path:
-    return PACKAGE / "locale" / lang / "LC_MESSAGES" / "django.po"
+def po_path(lang: str, catalog: str = "django_eid") -> Path:
+    return CATALOGS[catalog] / "locale" / lang / "LC_MESSAGES" / "django.po"
 
 
 def read_po(path: Path) -> list[dict[str, Any]]:
@@ -127,27 +130,29 @@ def lookup_key(entry: dict[str, Any]) -> str:
     return f"{ctx}\x04{entry['msgid']}" if ctx is not None else entry["msgid"]
 
 
+@pytest.mark.parametrize("catalog", CATALOGS)
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_catalog_translates_every_string(lang: str) -> None:
-    entries = [e for e in read_po(po_path(lang)) if e["msgid"]]
+def test_the_catalog_translates_every_string(lang: str, catalog: str) -> None:
+    entries = [e for e in read_po(po_path(lang, catalog)) if e["msgid"]]
     assert len(entries) > 50, "suspiciously few strings: was makemessages run?"
     fuzzy = [e["msgid"] for e in entries if "fuzzy" in e.get("flags", ())]
     untranslated = [e["msgid"] for e in entries if not all(msgstrs(e))]
     assert not fuzzy, f"fuzzy in {lang}: {fuzzy}"
     assert not untranslated, f"untranslated in {lang}: {untranslated}"
-    header = next(e for e in read_po(po_path(lang)) if not e["msgid"])
+    header = next(e for e in read_po(po_path(lang, catalog)) if not e["msgid"])
     assert f"Language: {lang}\n" in header["msgstr"]
     assert "charset=UTF-8" in header["msgstr"]
 
 
+@pytest.mark.parametrize("catalog", CATALOGS)
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_compiled_catalog_matches_its_source(lang: str) -> None:
-    mo = po_path(lang).with_suffix(".mo")
+def test_the_compiled_catalog_matches_its_source(lang: str, catalog: str) -> None:
+    mo = po_path(lang, catalog).with_suffix(".mo")
     assert mo.is_file(), f"{mo} is missing: run make messages"
     with mo.open("rb") as handle:
         compiled = gettext.GNUTranslations(handle)._catalog  # type: ignore[attr-defined]
     stale = []
-    for entry in read_po(po_path(lang)):
+    for entry in read_po(po_path(lang, catalog)):
         if not entry["msgid"]:
             continue
         if "msgid_plural" in entry:
@@ -159,17 +164,23 @@ def test_the_compiled_catalog_matches_its_source(lang: str) -> None:
     assert not stale, f"{mo} is older than its .po (run make messages): {stale}"
 
 
-@pytest.fixture(scope="module")
-def extracted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the package with its catalogs refreshed by ``makemessages``."""
+@pytest.fixture(scope="module", params=list(CATALOGS))
+def extracted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package (or of the example project) with its catalogs refreshed by
+    ``makemessages``."""
     if shutil.which("xgettext") is None or shutil.which("msgmerge") is None:
         if os.environ.get("CI") == "true":
             pytest.fail(
                 "GNU gettext is not installed; CI must install it (apt-get install gettext)"
             )
         pytest.skip("GNU gettext is not installed (apt-get install gettext)")
-    copy = tmp_path_factory.mktemp("i18n") / "django_eid"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.mo"))
+    catalog: str = request.param
+    copy = tmp_path_factory.mktemp("i18n") / catalog
+    shutil.copytree(
+        CATALOGS[catalog],
+        copy,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.mo", "db.sqlite3", ".env"),
+    )
     command = [sys.executable, "-m", "django", "makemessages", "--no-obsolete"]
     command += [f"--locale={lang}" for lang in LANGUAGES]
     env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
@@ -182,7 +193,7 @@ def extracted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_no_string_of_the_source_is_missing_from_the_catalog(extracted: Path, lang: str) -> None:
-    shipped = {lookup_key(e) for e in read_po(po_path(lang)) if e["msgid"]}
+    shipped = {lookup_key(e) for e in read_po(po_path(lang, extracted.name)) if e["msgid"]}
     fresh_path = extracted / "locale" / lang / "LC_MESSAGES" / "django.po"
     fresh = {lookup_key(e): e for e in read_po(fresh_path) if e["msgid"]}
     new = sorted(set(fresh) - shipped)

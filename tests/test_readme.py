@@ -8,7 +8,10 @@ the installed pytest plugin. A README edit that breaks a newcomer's install fail
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -86,6 +89,95 @@ def test_the_readme_names_every_file_a_newcomer_writes() -> None:
         "yourapp/views.py",
         "tests/test_verification.py",
     }
+
+
+def fenced(language: str) -> list[str]:
+    """The README's ``language`` blocks, dedented (those inside the steps are indented)."""
+    pattern = rf"^( *)```{language}\n(.*?)^\1```"
+    return [
+        textwrap.dedent(m.group(2)) for m in re.finditer(pattern, README, re.MULTILINE | re.DOTALL)
+    ]
+
+
+def one_block(language: str, containing: str) -> str:
+    (block,) = [b for b in fenced(language) if containing in b]
+    return block
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(  # noqa: S603  (our interpreter, the README's commands)
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"{args}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_a_new_project_following_the_readme_passes_the_readme_tests(tmp_path: Path) -> None:
+    """What a newcomer does, from ``startproject`` to the README's test, with only the
+    README's own code and commands: the project template's settings and URLs, the
+    README's additions to them, its environment, migrations and pytest configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "EID_"))}
+    env.pop("DATABASE_URL", None)
+    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # this checkout's package
+    run(["-m", "django", "startproject", "mysite"], tmp_path, env)
+    site = tmp_path / "mysite"
+    run(["manage.py", "startapp", "yourapp"], site, env)
+
+    # The login page the README gives a new project.
+    login = one_block("django", "registration/login.html")
+    first, _, template = login.partition("\n")
+    assert first == "{# yourapp/templates/registration/login.html #}"
+    (site / "yourapp/templates/registration").mkdir(parents=True)
+    (site / "yourapp/templates/registration/login.html").write_text(template, encoding="utf-8")
+    login_route = 'path("accounts/", include("django.contrib.auth.urls"))'
+    assert f"`{login_route}`" in README
+
+    # Settings: the apps the README names, then step 4's block as written.
+    assert '`"yourapp"` to `INSTALLED_APPS`' in README
+    settings = site / "mysite/settings.py"
+    text = settings.read_text(encoding="utf-8")
+    assert re.search(r"^INSTALLED_APPS = \[$", text, re.MULTILINE)
+    text = text.replace(
+        "INSTALLED_APPS = [\n", 'INSTALLED_APPS = [\n    "yourapp",\n    "django_eid",\n'
+    )
+    text += "\n" + one_block("python", "DJANGO_EID = {")
+    settings.write_text(text, encoding="utf-8")
+
+    # URLs: every route of the README's urlpatterns blocks, with their imports.
+    imports, routes = ["from django.urls import include"], [login_route]
+    for block in fenced("python"):
+        if "urlpatterns = [" in block:
+            imports += re.findall(r"^from yourapp\.\S+ import \w+$", block, re.MULTILINE)
+            routes += re.findall(r"^ +(path\(.*\)),$", block, re.MULTILINE)
+    urls = site / "mysite/urls.py"
+    text = urls.read_text(encoding="utf-8") + "\n" + "\n".join(imports) + "\n"
+    text += "".join(f"urlpatterns.append({route})\n" for route in routes)
+    urls.write_text(text, encoding="utf-8")
+
+    # The files the README names, and pytest's configuration.
+    for path, code in python_blocks().items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(code, encoding="utf-8")
+    ini = one_block("ini", "[pytest]")
+    first, _, ini = ini.partition("\n")
+    assert first == "# pytest.ini"
+    (site / "pytest.ini").write_text(ini, encoding="utf-8")
+
+    # The environment of step 4, and every command in the README's order.
+    exports = one_block("console", "export EID_CLIENT_ID")
+    for name, value in re.findall(r"(EID_\w+)=(\S+)", exports):
+        env[name] = value
+    assert "python manage.py migrate\n" in fenced("console")  # step 5
+    assert one_block("console", "makemigrations") == (
+        "python manage.py makemigrations yourapp\npython manage.py migrate\n"
+    )
+    assert "no issues" in run(["manage.py", "check", "--fail-level", "WARNING"], site, env)
+    run(["manage.py", "migrate"], site, env)
+    run(["manage.py", "makemigrations", "yourapp"], site, env)
+    run(["manage.py", "migrate"], site, env)
+    output = run(["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly"], site, env)
+    assert "3 passed" in output
 
 
 def test_the_readme_site_passes_the_readme_tests(pytester: pytest.Pytester) -> None:

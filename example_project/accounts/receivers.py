@@ -29,8 +29,7 @@ def old_enough(identification: Identification, **kwargs: Any) -> None:
     """Receiver of ``identification_verifying``, connected in ``AccountsConfig.ready()``."""
     age = identification.age
     if age is None or age < MINIMUM_AGE:
-        # Marked for translation like any user-facing text; this demo ships no catalog of its
-        # own, so it reads in English whatever the language.
+        # Shown to the user in their language (example_project/locale).
         raise IdentificationRejected(gettext("You must be 13 or older to use this service."))
 
 

@@ -82,8 +82,9 @@ def example_site(broker_url: str | None = None) -> Iterator[None]:
         ROOT_URLCONF="example_project.urls",
         TEMPLATES=_templates(),
         LANGUAGES=LANGUAGES,
+        LOCALE_PATHS=[TEMPLATES_DIR.parent / "locale"],
         LOGIN_URL="login",
-        LOGIN_REDIRECT_URL="verify",
+        LOGIN_REDIRECT_URL="django_eid:start",
         LOGOUT_REDIRECT_URL="home",
         DJANGO_EID=eid_settings_for(broker_url),
     )

@@ -102,17 +102,18 @@ def test_abort_returns_to_the_start_page(
     page: Page, log_in: Callable[..., None], user: Any
 ) -> None:
     log_in()
-    # The app's own start page this time: its form offers the same two displays.
-    page.goto("/eid/start/")
-    expect(page.get_by_role("radio", name="On its own page")).to_be_checked()
+    # "Verify my identity" is the app's start page with the site's template.
+    expect(page).to_have_url(START_PAGE)
     screenshot(page, "start", docs=True)
-    page.get_by_role("button", name="Verify my identity").click()
+    page.get_by_role("button", name="Continue to identification").click()
 
     expect(page).to_have_url(SANDBOX_PAGE)
     page.get_by_role("button", name="Abort").click()
 
+    # Back on the very page the user started from, with the site's two buttons.
     expect(page).to_have_url(START_PAGE)
     expect(page.get_by_role("status")).to_have_text("You cancelled the identification.")
+    expect(page.get_by_role("button", name="Continue to identification")).to_be_visible()
     assert only_identification(user).status == Identification.Status.ABORTED
     screenshot(page, "aborted")
 

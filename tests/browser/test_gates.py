@@ -24,9 +24,10 @@ PAYOUT_PAGE = re.compile(r"/payout/$")
 
 
 def identify_from_the_start_page(page: Page, name: str) -> None:
-    """On django-eid's start page: press the button, be ``name`` at the sandbox."""
+    """On django-eid's start page (the site's "Verify my identity"): press the button, be
+    ``name`` at the sandbox."""
     expect(page).to_have_url(re.compile(r"/eid/start/\?next="))
-    page.get_by_role("button", name="Verify my identity").click()
+    page.get_by_role("button", name="Continue to identification").click()
     expect(page).to_have_url(SANDBOX_PAGE)
     choose_person(page, name)
     page.get_by_role("button", name="Identify", exact=True).click()

@@ -13,9 +13,11 @@ and make the command exit non-zero after the broker check.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
+from django.urls import Resolver404, resolve
 
 from django_eid import crypto
 from django_eid.client import EidClient
@@ -34,6 +36,16 @@ from django_eid.validation import problems
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
+
+
+def _own_sandbox(url: str) -> bool:
+    """Whether ``url`` is this site's own sandbox (its path resolves to a sandbox view): then
+    only this site's running server can answer it, never this command."""
+    try:
+        match = resolve(urlsplit(url).path)
+    except Resolver404:
+        return False
+    return match.namespace.split(":")[-1] == "django_eid_sandbox"
 
 
 class Command(BaseCommand):
@@ -75,7 +87,14 @@ class Command(BaseCommand):
                 "DJANGO_EID['CLIENT_ID'], ['CLIENT_SECRET'] and ['TOKEN_AUTH_METHOD']."
             ) from err
         except EidUnavailable as err:
-            raise CommandError(f"Broker unreachable: {_one_line(err)}") from err
+            hint = ""
+            if _own_sandbox(s.TOKEN_URL):
+                hint = (
+                    "; the token endpoint is this site's sandbox, which answers only while "
+                    "the development server runs: start it (python manage.py runserver, at "
+                    "the address and port of DJANGO_EID['AUTH_URL']) and run eid_check again"
+                )
+            raise CommandError(f"Broker unreachable: {_one_line(err)}{hint}") from err
         except TokenError as err:
             raise CommandError(f"No token issued: {_one_line(err)}") from err
         except EidError as err:
