@@ -32,7 +32,14 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("status", "identity_provider", "display")
     list_select_related = ("user",)
     date_hierarchy = "created_at"
-    exclude = ("social_security_number", "social_security_number_hash")
+    # The broker's texts are shown through the scrubbing methods below, never as stored.
+    exclude = (
+        "social_security_number",
+        "social_security_number_hash",
+        "error_message",
+        "metadata",
+        "raw",
+    )
     readonly_fields = (
         "user",
         "status",
