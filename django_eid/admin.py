@@ -1,7 +1,9 @@
-"""Admin of identifications: everything read-only, the national identity number masked."""
+"""Admin of identifications: everything read-only, the national identity number masked,
+the broker's texts scrubbed (:mod:`django_eid.scrub`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -12,6 +14,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from django_eid.models import Identification
+from django_eid.scrub import scrub, scrub_json
 
 
 @admin.register(Identification)
@@ -28,7 +31,14 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("status", "identity_provider", "display")
     list_select_related = ("user",)
     date_hierarchy = "created_at"
-    exclude = ("social_security_number", "social_security_number_hash")
+    # The broker's texts are shown through the scrubbing methods below, never as stored.
+    exclude = (
+        "social_security_number",
+        "social_security_number_hash",
+        "error_message",
+        "metadata",
+        "raw",
+    )
     readonly_fields = (
         "user",
         "status",
@@ -49,9 +59,9 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "ip_address",
         "error_status",
         "error_code",
-        "error_message",
-        "metadata",
-        "raw",
+        "scrubbed_error_message",
+        "scrubbed_metadata",
+        "scrubbed_raw",
         "created_at",
         "completed_at",
     )
@@ -79,6 +89,20 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if obj.has_unreadable_number:
             return str(_("(cannot be decrypted with the configured keys)"))
         return obj.masked_social_security_number or "-"
+
+    # The broker's texts are stored scrubbed; scrubbed again when shown, for rows stored by
+    # a version before the scrubber.
+    @admin.display(description=_("error message"))
+    def scrubbed_error_message(self, obj: Identification) -> str:
+        return scrub(obj.error_message) or "-"
+
+    @admin.display(description=_("metadata"))
+    def scrubbed_metadata(self, obj: Identification) -> str:
+        return json.dumps(scrub_json(obj.metadata), ensure_ascii=False, indent=2)
+
+    @admin.display(description=_("record as received"))
+    def scrubbed_raw(self, obj: Identification) -> str:
+        return json.dumps(scrub_json(obj.raw), ensure_ascii=False, indent=2)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

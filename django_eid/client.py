@@ -10,9 +10,8 @@ how a request travels (timeouts, redirects, size cap, retries) is
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from typing import Any, Final
+from typing import Any
 from urllib.parse import quote_plus
 
 import requests
@@ -29,22 +28,12 @@ from django_eid.exceptions import (
     TokenError,
 )
 from django_eid.records import CreatedSession, IdentificationRecord
+from django_eid.scrub import scrub, scrub_json, secrets_of
 from django_eid.tokens import AccessToken, TokenStore, cache_key
 from django_eid.transport import Answer, HeaderAuth, Transport, new_http_session
 from django_eid.validation import problems
 
 logger = logging.getLogger("django_eid.client")
-
-#: What may be a Nordic national identity number, kept out of error messages: 10 to 12
-#: digits standing alone (NO 11, SE 10 or 12, DK 10), or with a separator after the date
-#: (SE ``YYMMDD-NNNN``/``YYYYMMDD-NNNN``, DK ``DDMMYY-NNNN``, FI ``DDMMYY-NNNC`` with a
-#: century sign and a check character that may be letters).
-_NIN_RE: Final = re.compile(
-    r"(?<![\dA-Za-z])(?:\d{10,12}|\d{6}(?:\d{2})?[-+A-Za-z]\d{3}[\dA-Za-z])(?![\dA-Za-z])"
-)
-#: A JWT (the broker's access tokens are JWTs), kept out of error messages.
-_JWT_RE: Final = re.compile(r"eyJ[\w-]*\.[\w-]+\.[\w-]*")
-
 
 __all__ = ["EidClient", "ReturnUrls", "get_client", "reset_client", "token_cache_key"]
 
@@ -129,7 +118,9 @@ class EidClient:
         if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
             raise EidProtocolError(f"{what} answered without a positive integer expires_in")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise EidProtocolError(f"{what} answered token_type {token_type!r}, not Bearer")
+            raise EidProtocolError(
+                f"{what} answered token_type {self._scrub(str(token_type))[:40]!r}, not Bearer"
+            )
         logger.info("Fetched a broker access token (lifetime %s s).", expires_in)
         return AccessToken.issued_now(token, "Bearer", expires_in)
 
@@ -212,21 +203,25 @@ class EidClient:
             raise self._api_error(answer)
         return answer
 
+    def _secrets(self) -> tuple[str, ...]:
+        """This client's secret (in the forms it travels in) and its last access token."""
+        s = self.settings
+        token = self.tokens.last_seen()
+        last = (token.access_token,) if token is not None else ()
+        return (*secrets_of(s.CLIENT_ID, s.CLIENT_SECRET), *last)
+
     def _scrub(self, text: str) -> str:
         """``text`` without the secret, access tokens or national identity numbers."""
-        secret = self.settings.CLIENT_SECRET
-        if secret:
-            text = text.replace(secret, "***")
-        token = self.tokens.last_seen()
-        if token is not None:
-            text = text.replace(token.access_token, "***")
-        text = _JWT_RE.sub("***", text)
-        return _NIN_RE.sub("***", text)
+        return scrub(text, secrets=self._secrets())
+
+    def _scrub_body(self, body: dict[str, Any] | None) -> dict[str, Any] | None:
+        """An error body as an exception keeps it: scrubbed like its message."""
+        return None if body is None else scrub_json(body, secrets=self._secrets())
 
     def _token_error(self, answer: Answer) -> TokenError:
         body, summary = answer.describe(self._scrub)
         error = body.get("error") if body else None
-        error = error if isinstance(error, str) else None
+        error = self._scrub(error)[:100] if isinstance(error, str) else None
         desc = body.get("error_description") if body else None
         desc = self._scrub(desc)[:300] if isinstance(desc, str) else None
         cls: type[TokenError] = TokenError
@@ -242,10 +237,14 @@ class EidClient:
     def _api_error(self, answer: Answer) -> EidApiError:
         body, summary = answer.describe(self._scrub)
         rid = answer.request_id()
+        # A header of the broker's choosing: scrubbed like the body.
+        rid = self._scrub(rid)[:100] if rid else None
         message = f"{answer.what} answered {answer.status}: {summary}"
         if rid:
-            message += f" (broker request id {rid[:100]})"
-        return EidApiError(message, status_code=answer.status, body=body, broker_request_id=rid)
+            message += f" (broker request id {rid})"
+        return EidApiError(
+            message, status_code=answer.status, body=self._scrub_body(body), broker_request_id=rid
+        )
 
 
 # One client per process, shared by its threads: its connection pool (urllib3's,

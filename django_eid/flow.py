@@ -61,12 +61,14 @@ from django_eid.exceptions import (
 from django_eid.models import (
     Identification,
     fit,
+    fit_json,
     max_length,
     new_external_id,
     new_reference,
 )
 from django_eid.outcomes import Outcome
 from django_eid.records import IdentificationRecord, Progress
+from django_eid.scrub import scrub, scrub_json
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -435,14 +437,15 @@ def _expected_number(user: Any) -> str | None:
 
 def _store_failure(row: Identification, err: EidError) -> None:
     """The reserved row of a start that failed at the broker becomes ``ERROR``."""
+    message = scrub(str(err))
     _transition(
         row,
         status=Status.ERROR,
         request_id=None,
         error_code=type(err).__name__,
-        error_message=fit("error_message", str(err)),
+        error_message=fit("error_message", message),
     )
-    logger.warning("Creating identification session %s failed: %s", row.pk, err)
+    logger.warning("Creating identification session %s failed: %s", row.pk, message)
 
 
 def _store_unexpected_failure(row: Identification, err: Exception) -> None:
@@ -1061,7 +1064,8 @@ def _error_fields(record: IdentificationRecord) -> dict[str, Any]:
     code = err.error_code or err.native_error_code or ""
     return {
         "error_code": fit("error_code", code),
-        "error_message": fit("error_message", err.error_message or ""),
+        # The broker's free text: it may quote the person's number.
+        "error_message": fit("error_message", scrub(err.error_message or "")),
     }
 
 
@@ -1105,8 +1109,9 @@ def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[
         "national_id_country": national_id.country if national_id and ssn else "",
         "national_id_kind": national_id.kind if national_id and ssn else "",
         "level_of_assurance": fit("level_of_assurance", record.level_of_assurance or ""),
-        "metadata": dict(record.metadata),
-        "raw": record.redacted(),
+        # Scrubbed (a number the broker put elsewhere) and capped, as every broker text.
+        "metadata": fit_json(scrub_json(dict(record.metadata))),
+        "raw": fit_json(record.redacted()),
     }
     if record.identity_provider:
         # A record without a provider keeps the one that was asked for.

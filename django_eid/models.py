@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import json
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import models
@@ -35,6 +36,24 @@ def fit(field_name: str, value: str) -> str:
     """
     limit = max_length(field_name)
     return value[:limit] if limit is not None else value
+
+
+#: The most a JSON column of one row (``raw``, ``metadata``) stores: 64 KiB of compact UTF-8
+#: JSON. A record is a few kilobytes; a broker answer up to ``MAX_RESPONSE_BYTES`` (1 MiB)
+#: should not be copied into every row.
+MAX_JSON_BYTES: Final = 64 * 1024
+
+
+def fit_json(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` if it fits :data:`MAX_JSON_BYTES`, else a marker saying it did not.
+
+    Never a part of it: cut JSON is no JSON, and which part to keep is a guess. The marker
+    is ``{"truncated": true, "original_bytes": N, "max_bytes": MAX_JSON_BYTES}``.
+    """
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size <= MAX_JSON_BYTES:
+        return value
+    return {"truncated": True, "original_bytes": size, "max_bytes": MAX_JSON_BYTES}
 
 
 def local_today() -> datetime.date:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 from django_eid import national_id
 from django_eid.exceptions import EidProtocolError, InvalidNationalIdentityNumber
 from django_eid.national_id import NationalId
+from django_eid.scrub import scrub_json
 
 
 class Progress(enum.Enum):
@@ -177,8 +179,9 @@ class IdentificationRecord:
         return found.birth_date if found else self.stated_birth_date
 
     def redacted(self) -> dict[str, Any]:
-        """The record as received, without the national identity number."""
-        return dict(self.received)
+        """The record as received, without the national identity number, and scrubbed
+        (:func:`~django_eid.scrub.scrub_json`) of any number or credential elsewhere in it."""
+        return dict(scrub_json(dict(self.received)))
 
 
 #: Deeper nesting is not an answer of this API (and would not survive storing it as JSON).
@@ -215,15 +218,48 @@ def refuse_unstorable(body: Any, what: str) -> None:
             stack.extend((item, depth + 1) for item in value)
 
 
+#: A host name's label: letters, digits, hyphens (not at either end) and the underscores
+#: that container and service names use. Nothing a Content-Security-Policy or a header
+#: would read as syntax (``;``, ``,``, spaces, quotes).
+_LABEL: Final = r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)"
+_HOST_NAME_RE: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+
+
 def is_http_url(value: object) -> TypeGuard[str]:
-    """An absolute http(s) URL with a host."""
-    if not isinstance(value, str):
+    """An absolute http(s) URL whose host is well formed: a host name, an IPv4 address or a
+    bracketed IPv6 address, with an optional port; no user information, no whitespace or
+    control character anywhere.
+
+    The broker's create answer is framed and redirected to, and its origin goes into the
+    frame page's Content-Security-Policy: a host with ``;``, ``,`` or a space would add
+    directives to it.
+    """
+    if not isinstance(value, str) or not value.isascii():
+        return False
+    if any(c <= " " or c == "\x7f" for c in value):
+        # urlsplit() silently drops tabs and newlines: the text would not be what was checked.
         return False
     try:
         parts = urlsplit(value)
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    return parts.scheme in ("http", "https") and _is_host_and_port(parts.netloc)
+
+
+def _is_host_and_port(netloc: str) -> bool:
+    if netloc.startswith("["):
+        host, bracket, rest = netloc[1:].partition("]")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return bool(bracket) and (not rest or (rest[0] == ":" and _is_port(rest[1:])))
+    host, colon, port = netloc.partition(":")
+    return bool(_HOST_NAME_RE.fullmatch(host)) and (not colon or _is_port(port))
+
+
+def _is_port(text: str) -> bool:
+    return text.isdigit() and 0 < int(text) <= 65535
 
 
 _ISO_DATE_RE: Final = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")

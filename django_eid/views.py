@@ -5,7 +5,8 @@ Each view reads the request, calls the flow, and maps what it returns (or the
 comes from :mod:`django_eid.outcomes`. State lives in the database (the ``Identification``
 row) and in the user's Django session (:mod:`django_eid.state`), never in module globals.
 Transactions are managed by the flow, so the views opt out of ``ATOMIC_REQUESTS``: signals
-must see committed rows.
+must see committed rows. Every page is ``never_cache`` (``Cache-Control: no-store`` ...): they
+show who the user is, and the return URLs carry the session's ids.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def leave(request: HttpRequest, row: Identification) -> HttpResponse:
     return HttpResponseRedirect(url)
 
 
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")
@@ -211,6 +213,7 @@ def _finished_row(request: HttpRequest, reference: str) -> Identification | None
 FRAME_POLL_GRACE = 15
 
 
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
 class FrameView(LoginRequiredMixin, View):
@@ -301,6 +304,7 @@ STATUS_POLL_INTERVAL = 2.0
 
 
 @method_decorator(login_not_required, name="dispatch")
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_sameorigin, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")
@@ -446,6 +450,7 @@ class ErrorView(CallbackView):
     kind = flow.ERROR
 
 
+@method_decorator(never_cache, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
 class ResultView(LoginRequiredMixin, View):

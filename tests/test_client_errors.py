@@ -218,3 +218,40 @@ def test_no_message_carries_a_secret_token_or_number(
             assert SECRET not in text
             assert TOKEN not in text
             assert SSN not in text
+
+
+#: What the old scrubber let through: a spaced or Finnish number, a form-encoded secret of
+#: another client, Basic credentials, and a number in a body the exception keeps.
+OTHER_ECHOES = (
+    f"nin {SSN[:6]} {SSN[6:]}, hetu 131052-308T, "
+    "form client_secret=other-s3cret&x=1, header Basic b3RoZXI6b3RoZXItc2VjcmV0"
+)
+
+
+def test_no_message_or_kept_body_carries_any_form_of_a_number_or_credential(
+    broker: responses.RequestsMock,
+) -> None:
+    body = {"message": OTHER_ECHOES, "details": {"person": f"{SSN}", "ssn": "31 12 71"}}
+    add_token(broker, TOKEN)
+    broker.add(responses.GET, SESSION_URL, status=400, json=body, headers={"X-Request-Id": SSN})
+    with pytest.raises(EidApiError) as api_info:
+        get()
+    broker.replace(
+        responses.POST,
+        TOKEN_URL,
+        status=400,
+        json={"error": SSN, "error_description": OTHER_ECHOES},
+    )
+    with pytest.raises(TokenError) as token_info:
+        EidClient().fetch_token()
+    api_error, token_error = api_info.value, token_info.value
+    assert api_error.body == {
+        "message": api_error.body["message"],
+        "details": {"person": "***", "ssn": "***"},
+    }
+    texts = [str(api_error), repr(api_error.body), str(api_error.broker_request_id)]
+    texts += [str(token_error), str(token_error.error), str(token_error.description)]
+    for text in texts:
+        for leak in (SSN[6:], "308T", "other-s3cret", "b3RoZXI6b3RoZXItc2VjcmV0"):
+            assert leak not in text
+    assert "nin ***" in str(api_error)

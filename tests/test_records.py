@@ -19,6 +19,7 @@ from django_eid.records import (
     IdentificationRecord,
     Progress,
     RecordError,
+    is_http_url,
     parse_birth_date,
 )
 from tests.fixtures_client import RECORD
@@ -340,3 +341,64 @@ def test_parse_birth_date_never_raises(dob: str, ssn: str | None, today: datetim
 def test_any_json_value_is_a_created_session_or_a_protocol_error(body: Any) -> None:
     with contextlib.suppress(EidProtocolError):
         assert isinstance(parse_created(body), CreatedSession)
+
+
+# -- the create answer's URL ---------------------------------------------------------------
+
+#: URLs whose host is not one: each would add to the frame page's Content-Security-Policy
+#: (``frame-src <origin>``), or send the user elsewhere than the host it seems to name.
+HOSTILE_URLS = [
+    "https://id.broker.test;script-src *;/start",
+    "https://id.broker.test; script-src 'unsafe-inline'/",
+    "https://id.broker.test,evil.test/",
+    "https://id.broker.test evil.test/",
+    'https://id.broker.test"/start',
+    "https://id.broker.test'/start",
+    "https:///start",
+    "https://:443/start",
+    "https://user@id.broker.test/start",
+    "https://id.broker.test@evil.test/start",
+    "https://id.broker.test:pw@evil.test/",
+    "https://id.broker.test\\@evil.test/",
+    "https://id.broker.test:/start",
+    "https://id.broker.test:0/start",
+    "https://id.broker.test:65536/start",
+    "https://id.broker.test:443x/start",
+    "https://id.broker.test:443:80/start",
+    "https://[::1/start",
+    "https://[not-ipv6]/start",
+    "https://[::1]x/start",
+    "https://-broker.test/",
+    "https://broker-.test/",
+    "https://a..test/",
+    "https://%69d.broker.test/",
+    "https://id.bröker.test/",
+    "https://id.broker.test/\tstart",
+    "https://id.broker.test/start\r\nX-Injected: 1",
+    " https://id.broker.test/",
+    "https://id.broker.test/ ",
+]
+WELL_FORMED_URLS = [
+    "https://id.broker.test/start?s=1&a=b;c",
+    "https://id.broker.test:8443/start",
+    "https://id.broker.test./start",
+    "http://localhost:8000/sandbox/login",
+    "http://127.0.0.1:8000/",
+    "http://[::1]:8000/",
+    "https://[2001:db8::1]/",
+    "http://eid_sandbox:8000/",  # a container's name
+    "https://ID.Broker.TEST/start#frag",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_a_url_without_a_well_formed_host_is_refused(url: str) -> None:
+    assert not is_http_url(url)
+    with pytest.raises(EidProtocolError):
+        parse_created({"Url": url, "RequestId": "abc"})
+
+
+@pytest.mark.parametrize("url", WELL_FORMED_URLS)
+def test_a_url_with_a_well_formed_host_is_accepted(url: str) -> None:
+    assert is_http_url(url)
+    assert parse_created({"Url": url, "RequestId": "abc"}).url == url

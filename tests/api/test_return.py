@@ -105,6 +105,7 @@ def test_the_app_finishes_an_identification_made_on_another_device(
     assert (body["status"], body["outcome"]["code"]) == ("SUCCESS", "succeeded")
     assert body["identity"]["first_name"] == SAMPLE.first_name
     assert SSN.encode() not in response.content
+    assert "no-store" in response["Cache-Control"]
     assert started.refresh().status == Status.SUCCESS
     succeeded = signal_log.of("identification_succeeded")
     assert len(succeeded) == 1

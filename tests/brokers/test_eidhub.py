@@ -13,10 +13,11 @@ import responses
 from django_eid.brokers import ReturnUrls
 from django_eid.brokers.eidhub import parse_record
 from django_eid.client import EidClient
-from django_eid.exceptions import EidApiError
+from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
 from tests import fixtures_client
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
+from tests.test_records import HOSTILE_URLS
 
 broker = fixtures_client.broker
 
@@ -268,3 +269,15 @@ def test_no_nordic_number_reaches_an_error_message(
         EidClient().create_session(return_urls=URLS, external_reference="e")
     assert number not in str(info.value)
     assert "prefilledInput.nin" in str(info.value)
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_a_url_without_a_well_formed_host_is_refused(
+    broker: responses.RequestsMock, url: str
+) -> None:
+    """The frame page puts the URL's origin into its Content-Security-Policy."""
+    mock(broker)
+    created = {"id": SESSION_ID, "authenticationUrl": url}
+    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    with pytest.raises(EidProtocolError, match="authenticationUrl"):
+        EidClient().create_session(return_urls=URLS, external_reference="e")

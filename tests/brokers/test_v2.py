@@ -16,6 +16,7 @@ from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
 from tests import fixtures_client
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
+from tests.test_records import HOSTILE_URLS
 
 broker = fixtures_client.broker
 
@@ -258,4 +259,16 @@ def test_an_id_that_is_no_session_id_is_refused(
     created = {"id": session_id, "url": "https://id.broker.test/login"}
     broker.replace(responses.POST, SESSIONS, json=created, status=201)
     with pytest.raises(EidProtocolError):
+        EidClient().create_session(return_urls=URLS, external_reference="e")
+
+
+@pytest.mark.parametrize("url", HOSTILE_URLS)
+def test_a_url_without_a_well_formed_host_is_refused(
+    broker: responses.RequestsMock, url: str
+) -> None:
+    """The frame page puts the URL's origin into its Content-Security-Policy."""
+    mock(broker)
+    created = {"id": SESSION_ID, "url": url}
+    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    with pytest.raises(EidProtocolError, match="url"):
         EidClient().create_session(return_urls=URLS, external_reference="e")

@@ -237,6 +237,20 @@ NOT_THE_CONTRACT: dict[str, dict[str, Any]] = {
         "Url empty": reply(body={"Url": "", "RequestId": "r1"}),
         "Url without a host": reply(body={"Url": "https:///login", "RequestId": "r1"}),
         "Url only a port": reply(body={"Url": "https://:443/", "RequestId": "r1"}),
+        # A host that would add directives to the frame page's Content-Security-Policy.
+        "Url host with ;": reply(
+            body={"Url": "https://id.broker.test;script-src *", "RequestId": "r1"}
+        ),
+        "Url host with ,": reply(
+            body={"Url": "https://id.broker.test,evil.test/", "RequestId": "r1"}
+        ),
+        "Url host with a space": reply(
+            body={"Url": "https://id.broker.test x/", "RequestId": "r1"}
+        ),
+        "Url host with a quote": reply(body={"Url": 'https://id.broker.test"/', "RequestId": "r1"}),
+        "Url with user information": reply(
+            body={"Url": "https://id.broker.test@evil.test/", "RequestId": "r1"}
+        ),
         "nulls everywhere": reply(body={"Url": None, "RequestId": None}),
         "no fields": reply(body={}),
         "RequestId over 512 characters": reply(body={"Url": BROKER, "RequestId": "R" * 513}),

@@ -141,6 +141,29 @@ def test_each_page_sets_its_own_framing_rule(
     assert response["X-Frame-Options"] == framing
 
 
+def _status_answer(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    started = start(display="iframe")
+    return client.get(f"/eid/status/{started.reference}/")
+
+
+@pytest.mark.parametrize("page", [*PAGES, "frame status"])
+def test_each_page_forbids_storing_it(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: FakeBroker,
+    eid: Callable[..., None],
+    page: str,
+) -> None:
+    """Every page says who the user is, or carries the session's ids: no browser or shared
+    cache keeps it (the back button on a shared computer, a proxy)."""
+    eid(MAX_PENDING_PER_USER=1)
+    make, status = PAGES[page][:2] if page in PAGES else (_status_answer, 200)
+    response = make(start, alice_client, broker)
+    assert response.status_code == status
+    directives = {d.strip() for d in response["Cache-Control"].split(",")}
+    assert {"no-store", "no-cache", "private", "must-revalidate"} <= directives
+
+
 WEB_MESSAGING_SCRIPT = "https://cdn.broker.test/js/web-messaging.js"
 
 
