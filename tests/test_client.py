@@ -321,7 +321,8 @@ def test_a_record_without_request_id_is_the_one_asked_for(
     add_get(broker, json=body)
     record = EidClient().get_session(REQUEST_ID)
     assert record.request_id == REQUEST_ID
-    assert record.is_success and record.first_name == "Kari"
+    assert record.is_success
+    assert record.first_name == "Kari"
     assert "RequestId" not in record.redacted() or record.redacted()["RequestId"] is None
 
 

@@ -70,7 +70,10 @@ def test_property_names_are_matched_case_insensitively() -> None:
 @pytest.mark.parametrize(
     ("meta", "read"),
     [
-        ({"a": 1, "b": True, "c": {"d": [1, "x"]}}, {"a": "1", "b": "true", "c": '{"d": [1, "x"]}'}),
+        (
+            {"a": 1, "b": True, "c": {"d": [1, "x"]}},
+            {"a": "1", "b": "true", "c": '{"d": [1, "x"]}'},
+        ),
         ({"certificate": "MII...", "level": 3}, {"certificate": "MII...", "level": "3"}),
         (["a"], {}),
         ("x", {}),
@@ -80,7 +83,8 @@ def test_property_names_are_matched_case_insensitively() -> None:
 def test_metadata_of_another_type_leaves_the_record_readable(meta: Any, read: Any) -> None:
     body = {**RECORD, "MetaData": meta}
     record = parse_record(body)
-    assert record.is_success and record.first_name == "Kari"
+    assert record.is_success
+    assert record.first_name == "Kari"
     assert dict(record.metadata) == read
     assert record.redacted()["MetaData"] == meta  # as received
 

@@ -42,6 +42,10 @@ from django_eid.sandbox.wire import (
     parse_form,
 )
 
+#: The only client the sandbox serves over HTTP: fixed and public, never the site's own
+#: credentials (a sandbox left serving beside real ones would confirm guesses of the secret).
+CLIENT_ID: Final = "sandbox-client"
+CLIENT_SECRET: Final = "sandbox-secret"  # noqa: S105  (public: the sandbox's own)
 #: Seconds a session is kept after its last change.
 SESSION_LIFETIME: Final = 3600
 #: The eID Hub's token: its scope and lifetime (the vendor's default).

@@ -19,8 +19,9 @@ from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.wire import append_session_id
-from tests.fixtures_client import CLIENT_ID, SECRET
-from tests.sandbox.conftest import BASIC, FORM, Clock
+from tests.fixtures_client import CLIENT_ID as SUITE_CLIENT_ID
+from tests.fixtures_client import SECRET as SUITE_SECRET
+from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSIONS = "/eid-sandbox/identification/v2/sessions"
@@ -371,7 +372,7 @@ def test_the_fixture_serves_v2_and_records_its_calls(eid_broker: EidBroker) -> N
     grant = requests.post(
         token_url,
         data={"grant_type": "client_credentials", "scope": "identify"},
-        auth=(CLIENT_ID, SECRET),
+        auth=(SUITE_CLIENT_ID, SUITE_SECRET),
         timeout=5,
     ).json()
     headers = {"Authorization": "Bearer " + grant["access_token"]}
@@ -397,7 +398,7 @@ def test_faults_are_injected_by_endpoint_name(eid_broker: EidBroker) -> None:
     grant = requests.post(
         "https://auth.broker.test/oauth/connect/token",
         data={"grant_type": "client_credentials", "scope": "identify"},
-        auth=(CLIENT_ID, SECRET),
+        auth=(SUITE_CLIENT_ID, SUITE_SECRET),
         timeout=5,
     ).json()
     headers = {"Authorization": "Bearer " + grant["access_token"]}
