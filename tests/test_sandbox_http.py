@@ -274,6 +274,21 @@ def test_abort_and_fail_redirect_to_their_urls(client: Client) -> None:
     assert retrieve(client, request_id).json()["Error"]["ErrorCode"] == "LOGIN"
 
 
+@pytest.mark.parametrize("record_status", ["ERROR", "TIMEOUT", "UNKNOWN"])
+def test_the_page_fails_a_session_with_each_published_status(
+    client: Client, record_status: str
+) -> None:
+    path, request_id = login_path(client)
+    page = client.get(path).content.decode()
+    assert f'<option value="{record_status}">' in page
+    form = {"action": "fail", "error_status": "TIMEOUT", "record_status": record_status}
+    response = client.post(path, form)
+    assert response["Location"].startswith("http://shop.test/eid/error/?status=TIMEOUT&")
+    record = retrieve(client, request_id).json()
+    assert record["Status"] == record_status
+    assert record["IdentityProvider"] == "UNKNOWN"  # nobody chose one
+
+
 def test_the_status_call_says_done_without_personal_data(client: Client) -> None:
     path, request_id = login_path(client)
     headers = bearer(client)

@@ -327,7 +327,7 @@ class LoginView(SandboxView):
             return self.ended(None, status=404)
         if not session.in_progress:
             return self.ended(session, status=410)
-        return self.render_page(session, LoginForm(persons=builtin_persons()))
+        return self.render_page(session, LoginForm(persons=builtin_persons(), api=session.api))
 
     def post(self, request: HttpRequest, request_id: str) -> HttpResponse:
         broker = self.get_broker()
@@ -336,7 +336,7 @@ class LoginView(SandboxView):
             return self.ended(None, status=404)
         if not session.in_progress:
             return self.ended(session, status=410)
-        form = LoginForm(request.POST, persons=builtin_persons())
+        form = LoginForm(request.POST, persons=builtin_persons(), api=session.api)
         if not form.is_valid():
             return self.render_page(session, form, status=400)
         action = form.cleaned_data["action"]
@@ -354,7 +354,11 @@ class LoginView(SandboxView):
                 url = broker.abort(request_id)
             else:
                 assert action == FAIL
-                url = broker.fail(request_id, form.cleaned_data["error_status"] or "TIMEOUT")
+                url = broker.fail(
+                    request_id,
+                    form.cleaned_data["error_status"] or "TIMEOUT",
+                    record_status=form.cleaned_data["record_status"] or "ERROR",
+                )
         except SessionError:
             # A double click: the first POST ended the session between our check and now.
             return self.ended(broker.session(request_id), status=410)

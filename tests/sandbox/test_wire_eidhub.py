@@ -211,6 +211,7 @@ def test_headless_needs_no_callbacks(client: Client) -> None:
         ("identify", {}, "success", "SUCCESS"),
         ("abort", {}, "abort", "ABORT"),
         ("fail", {"error_status": "LOGIN"}, "error", "ERROR"),
+        ("fail", {"error_status": "TIMEOUT", "record_status": "TIMEOUT"}, "error", "EXPIRED"),
     ],
 )
 def test_the_hosted_page_returns_to_the_callback_with_the_session_id(
