@@ -196,6 +196,8 @@ def run(quick: bool = False, services: dict[str, str] | None = None) -> dict[str
     broker_env = base_env(database_url, broker_redis)
     broker_env.update(
         BENCH_ROLE="broker",
+        # The sandbox serves only the site whose broker it is: itself, at this port.
+        EID_SANDBOX_URL=broker_url,
         BENCH_COUNTER_REDIS_URL=broker_redis,
         BENCH_SANDBOX_LATENCY=str(LATENCY),
         BENCH_SANDBOX_TOKEN_LIFETIME=str(TOKEN_LIFETIME),

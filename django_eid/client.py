@@ -9,6 +9,7 @@ how a request travels (timeouts, redirects, size cap, retries) is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from typing import Any
@@ -165,9 +166,12 @@ class EidClient:
 
         ``metadata`` asks for add-on data where the API has it (v1's ``metaData``).
         Raises :class:`EidProtocolError` when the answer is the record of another session:
-        whatever it says, it is not about ``request_id``.
+        whatever it says, it is not about ``request_id``. A record that names no session
+        is the one asked for (the published schema requires no field of it).
         """
         record = self.api.get_session(request_id, metadata=metadata)
+        if record.request_id is None:
+            return dataclasses.replace(record, request_id=request_id)
         if record.request_id != request_id:
             raise EidProtocolError("get_session answered the record of another session")
         return record

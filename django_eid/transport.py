@@ -33,7 +33,15 @@ BACKOFF: Final = 0.2
 #: Connections kept per broker host; at least the threads of a busy worker process.
 POOL_SIZE: Final = 32
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
-_REQUEST_ID_HEADERS: Final = ("X-Request-Id", "Request-Id", "X-Correlation-Id", "X-Amzn-RequestId")
+#: The broker's id of a request, by the header that carries it: ``RequestId`` is the one its
+#: reference documents (some SDKs read ``Request-Id``); the others are gateways' spellings.
+_REQUEST_ID_HEADERS: Final = (
+    "RequestId",
+    "Request-Id",
+    "X-Request-Id",
+    "X-Correlation-Id",
+    "X-Amzn-RequestId",
+)
 
 
 def new_http_session(ca_bundle: str | None) -> requests.Session:

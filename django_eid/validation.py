@@ -234,6 +234,22 @@ def _providers(s: EidSettings) -> Iterator[Problem]:
             "error",
             "DJANGO_EID['IDENTITY_PROVIDER'] is not in ALLOWED_PROVIDERS.",
         )
+    # Well-formed, but not a name the API publishes: most likely a typo or another API's
+    # name, which the broker would refuse only when a user starts. The lists are open.
+    unlisted = [
+        p
+        for p in providers
+        if p not in bad and api.published_providers and p not in api.published_providers
+    ]
+    if unlisted:
+        yield Problem(
+            "django_eid.W023",
+            "warning",
+            f"Identity providers not in the published list of BROKER_API {api.name!r}: "
+            f"{', '.join(map(repr, dict.fromkeys(unlisted)))}.",
+            f"Published: {', '.join(api.published_providers)}. Check the spelling; a name "
+            "your broker account has beyond these works (silence this check then).",
+        )
 
 
 def _encryption_keys(s: EidSettings) -> Iterator[Problem]:

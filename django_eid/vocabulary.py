@@ -89,7 +89,8 @@ def broker_language(django_language: str | None) -> str:
 # -- identity providers ----------------------------------------------------------------------
 #: Upper-case words joined by underscores, as the interface document describes.
 PROVIDER_RE: Final = re.compile(r"^[A-Z0-9]+(?:_[A-Z0-9]+)*\Z")
-#: The providers of the public reference (the list is open: any name of the shape is accepted).
+#: The providers of the public reference: its request enum, and ``FI_MOBIILIVARMENNE`` of one
+#: SDK (the list is open: any name of the shape is accepted).
 PROVIDERS: Final = (
     "NO_BANKID_WEB",
     "NO_BANKID_MOBILE",
@@ -100,6 +101,10 @@ PROVIDERS: Final = (
     "FI_TUPAS",
     "FI_MOBIILIVARMENNE",
 )
+#: What a record names as its provider when the broker does not know it (never a request's).
+UNKNOWN_PROVIDER: Final = "UNKNOWN"
+#: Providers whose records carry no ``IdentityProviderUniqueId`` (Swedish BankID has none).
+WITHOUT_UNIQUE_ID: Final = frozenset({"SWE_BANKID", "SWE_BANKID_MOBILE"})
 #: The country of a provider's persons, by the prefix of its name.
 _PROVIDER_COUNTRIES: Final = {
     "NO": "NO",

@@ -63,6 +63,25 @@ def eid_settings_with(**overrides: Any) -> dict[str, Any]:
     return values
 
 
+#: The sandbox of tests/urls.py as Django's test client reaches it.
+SANDBOX_URL = "http://testserver/eid-sandbox"
+
+
+def sandbox_settings(url: str = SANDBOX_URL, **overrides: Any) -> dict[str, Any]:
+    """``DJANGO_EID`` of a site whose broker is the sandbox at ``url``, with the sandbox's
+    own client, serving although the suite's ``DEBUG`` is False."""
+    from django_eid.sandbox import broker
+
+    values: dict[str, Any] = {
+        "CLIENT_ID": broker.CLIENT_ID,
+        "CLIENT_SECRET": broker.CLIENT_SECRET,
+        "BASE_URL": url,
+        "AUTH_URL": url,
+        "SANDBOX_ALLOW_WITHOUT_DEBUG": True,
+    }
+    return eid_settings_with(**{**values, **overrides})
+
+
 def add_token(
     rsps: responses.RequestsMock,
     token: str = "tok-1",

@@ -8,6 +8,7 @@ import pytest
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from django_eid.brokers import api_class
 from django_eid.checks import check_settings
 from django_eid.client import EidClient, get_client
 from django_eid.exceptions import EidConfigurationError, EidError
@@ -225,6 +226,15 @@ def test_valid_values_that_look_odd_are_accepted(settings: SettingsWrapper) -> N
             "django_eid.W022",
             {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-1", "BASE_URL": "https://api.idfy.io"},
         ),
+        # Well-formed provider names that the API's reference does not publish.
+        ("django_eid.W023", {"IDENTITY_PROVIDER": "NO_BANKID_WBE"}),
+        ("django_eid.W023", {"ALLOWED_PROVIDERS": ["NO_BANKID_WEB", "SE_BANKID"]}),
+        ("django_eid.W023", {"IDENTITY_PROVIDER": "UNKNOWN"}),  # a record's value only
+        ("django_eid.W023", {"BROKER_API": "v2", "ALLOWED_PROVIDERS": ["nbid"]}),
+        (
+            "django_eid.W023",
+            {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-1", "IDENTITY_PROVIDER": "no_bankid"},
+        ),
     ],
 )
 @pytest.mark.usefixtures("shared_cache")
@@ -306,3 +316,35 @@ def test_one_account_per_person_warns_only_without_the_number(
     settings: SettingsWrapper, overrides: dict[str, Any]
 ) -> None:
     assert run(settings, TOKEN_CACHE="shared", **overrides) == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"ALLOWED_PROVIDERS": list(api_class("v1").published_providers)},
+        {"BROKER_API": "v2", "ALLOWED_PROVIDERS": list(api_class("v2").published_providers)},
+        {
+            "BROKER_API": "eid-hub",
+            "ACCOUNT_ID": "a-1",
+            "ALLOWED_PROVIDERS": list(api_class("eid-hub").published_providers),
+        },
+    ],
+)
+@pytest.mark.usefixtures("shared_cache")
+def test_every_published_provider_is_fine(
+    settings: SettingsWrapper, overrides: dict[str, Any]
+) -> None:
+    assert run(settings, TOKEN_CACHE="shared", **overrides) == []
+
+
+@pytest.mark.usefixtures("shared_cache")
+def test_the_provider_warning_names_each_unlisted_name_once(settings: SettingsWrapper) -> None:
+    messages = run(
+        settings,
+        TOKEN_CACHE="shared",
+        IDENTITY_PROVIDER="DK_MITID",
+        ALLOWED_PROVIDERS=["DK_MITID", "NO_BANKID_WEB"],
+    )
+    assert ids(messages) == {"django_eid.W023"}
+    assert messages[0].msg.count("'DK_MITID'") == 1
+    assert "NO_BANKID_WEB" not in messages[0].msg.split(":")[1]

@@ -297,7 +297,7 @@ def test_get_session_with_metadata(broker: responses.RequestsMock) -> None:
     assert record.metadata == {"certificate": "MII..."}
 
 
-@pytest.mark.parametrize("named", ["another-session", REQUEST_ID.lower(), None])
+@pytest.mark.parametrize("named", ["another-session", REQUEST_ID.lower(), ""])
 def test_the_record_of_another_session_is_a_protocol_error(
     broker: responses.RequestsMock, named: str | None
 ) -> None:
@@ -307,6 +307,23 @@ def test_the_record_of_another_session_is_a_protocol_error(
         EidClient().get_session(REQUEST_ID)
     assert RECORD["SocialSecurityNumber"] not in str(info.value)
     assert RECORD["LastName"] not in str(info.value)
+
+
+@pytest.mark.parametrize("absent", ["missing", "null"])
+def test_a_record_without_request_id_is_the_one_asked_for(
+    broker: responses.RequestsMock, absent: str
+) -> None:
+    # The published schema requires no field; the id was in the request.
+    body = {k: v for k, v in RECORD.items() if k != "RequestId"}
+    if absent == "null":
+        body["RequestId"] = None
+    add_token(broker)
+    add_get(broker, json=body)
+    record = EidClient().get_session(REQUEST_ID)
+    assert record.request_id == REQUEST_ID
+    assert record.is_success
+    assert record.first_name == "Kari"
+    assert "RequestId" not in record.redacted() or record.redacted()["RequestId"] is None
 
 
 def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) -> None:

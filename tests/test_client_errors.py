@@ -98,6 +98,27 @@ def test_error_bodies_become_api_errors(
 
 
 @pytest.mark.parametrize(
+    ("headers", "named"),
+    [
+        ({"RequestId": "brk-documented"}, "brk-documented"),  # the reference's header
+        ({"Request-Id": "brk-sdk"}, "brk-sdk"),  # some SDKs'
+        ({"RequestId": "brk-documented", "X-Request-Id": "brk-gateway"}, "brk-documented"),
+        ({}, None),
+    ],
+)
+def test_the_broker_request_id_header(
+    broker: responses.RequestsMock, headers: dict[str, str], named: str | None
+) -> None:
+    add_token(broker)
+    broker.add(responses.GET, SESSION_URL, status=404, headers=headers, json={"code": "NF"})
+    with pytest.raises(EidApiError) as info:
+        get()
+    assert info.value.broker_request_id == named
+    if named:
+        assert named in str(info.value)
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         {"body": "<html>oops</html>", "content_type": "text/html"},

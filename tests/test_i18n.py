@@ -30,6 +30,7 @@ from django.urls import reverse
 import django_eid
 import django_eid.client
 from django_eid.conf import eid_settings
+from tests.fixtures_client import sandbox_settings
 
 PACKAGE = Path(django_eid.__file__).resolve().parent
 #: The directories with a ``locale`` of their own: the app, and the example project's pages.
@@ -269,7 +270,7 @@ def sandbox_session(client: Client, language: str) -> str:
 def test_the_sandbox_page_speaks_the_session_language(
     client: Client, settings: Any, lang: str
 ) -> None:
-    settings.DJANGO_EID = {**settings.DJANGO_EID, "SANDBOX_ALLOW_WITHOUT_DEBUG": True}
+    settings.DJANGO_EID = sandbox_settings()
     url = sandbox_session(client, BROKER_LANGUAGE[lang])
     # The browser's own language does not matter: the session's Language does.
     response = client.get(url, HTTP_ACCEPT_LANGUAGE="en" if lang != "en" else "fi")

@@ -221,7 +221,7 @@ SITE_SETTINGS = """
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}}
     DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
     DJANGO_EID = {
-        "CLIENT_ID": "sandbox",
+        "CLIENT_ID": "sandbox-client",
         "CLIENT_SECRET": "sandbox-secret",
         "BASE_URL": "http://127.0.0.1:8000/eid-sandbox",
         "AUTH_URL": "http://127.0.0.1:8000/eid-sandbox",

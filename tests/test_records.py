@@ -68,6 +68,35 @@ def test_property_names_are_matched_case_insensitively() -> None:
     assert dict(record.extra) == {}
 
 
+@pytest.mark.parametrize(
+    ("meta", "read"),
+    [
+        (
+            {"a": 1, "b": True, "c": {"d": [1, "x"]}},
+            {"a": "1", "b": "true", "c": '{"d": [1, "x"]}'},
+        ),
+        ({"certificate": "MII...", "level": 3}, {"certificate": "MII...", "level": "3"}),
+        (["a"], {}),
+        ("x", {}),
+        (7, {}),
+    ],
+)
+def test_metadata_of_another_type_leaves_the_record_readable(meta: Any, read: Any) -> None:
+    body = {**RECORD, "MetaData": meta}
+    record = parse_record(body)
+    assert record.is_success
+    assert record.first_name == "Kari"
+    assert dict(record.metadata) == read
+    assert record.redacted()["MetaData"] == meta  # as received
+
+
+def test_an_unknown_provider_is_no_provider() -> None:
+    record = parse_record({**RECORD, "Status": "ERROR", "IdentityProvider": "UNKNOWN"})
+    assert record.identity_provider is None
+    assert record.national_id_country is None
+    assert record.redacted()["IdentityProvider"] == "UNKNOWN"
+
+
 def test_unknown_properties_are_kept_in_raw() -> None:
     record = parse_record({"RequestId": "r", "NewThing": {"a": [1]}, "Score": 3})
     assert dict(record.extra) == {"NewThing": {"a": [1]}, "Score": 3}
@@ -130,9 +159,6 @@ def test_only_success_is_success(status: str) -> None:
         {"EnvironmentInfo": {"IPAddress": 7}},
         {"Error": "boom"},
         {"Error": {"ErrorCode": 12}},
-        {"MetaData": ["a"]},
-        {"MetaData": {"a": 1}},
-        {"MetaData": "x"},
     ],
 )
 def test_wrong_types_are_protocol_errors(body: Any) -> None:

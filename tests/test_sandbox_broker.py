@@ -210,6 +210,17 @@ def test_create_reads_property_names_in_any_casing(broker: SandboxBroker) -> Non
     assert (session.external_reference, session.iframe_domain) == ("abc", "shop.example")
 
 
+@pytest.mark.parametrize("iframe", [{}, {"WebMessaging": True}, {"Domain": None, "Height": 600}])
+def test_an_iframe_without_its_domain_is_refused(
+    broker: SandboxBroker, iframe: dict[str, Any]
+) -> None:
+    # The published schema requires iFrame.Domain inside iFrame; a top-level "domain"
+    # (the interface document's) does not stand in for it there.
+    reply = create(broker, iFrame=iframe, domain="shop.example")
+    assert reply.status == 400
+    assert [e["field"] for e in reply.body["errors"]] == ["iFrame.Domain"]
+
+
 def test_top_level_domain_is_read_too(broker: SandboxBroker) -> None:
     session = broker.session(create(broker, domain="localhost:8000").body["RequestId"])
     assert session is not None
@@ -290,6 +301,69 @@ def test_the_number_is_in_the_record_only_when_requested(broker: SandboxBroker) 
     record = retrieve(broker, request_id).body
     assert record["SocialSecurityNumber"] == person.national_identity_number
     assert record["IdentityProvider"] == "NO_BUYPASS"  # the person's own: none was asked for
+
+
+def test_a_provider_nobody_chose_yet_is_unknown_not_null(broker: SandboxBroker) -> None:
+    request_id = create(broker).body["RequestId"]
+    assert retrieve(broker, request_id).body["IdentityProvider"] == "UNKNOWN"
+    broker.fail(request_id, "LOGIN")
+    assert retrieve(broker, request_id).body["IdentityProvider"] == "UNKNOWN"
+    assert parse_record(retrieve(broker, request_id).body).identity_provider is None
+
+
+@pytest.mark.parametrize("provider", ["SWE_BANKID", "SWE_BANKID_MOBILE"])
+def test_swedish_bankid_gives_no_unique_id(broker: SandboxBroker, provider: str) -> None:
+    norwegian = builtin_persons().NORWEGIAN  # whoever identifies with it
+    request_id = create(broker).body["RequestId"]
+    broker.identify(request_id, norwegian, provider=provider)
+    record = retrieve(broker, request_id).body
+    assert record["IdentityProvider"] == provider
+    assert record["IdentityProviderUniqueId"] is None
+    assert record["FirstName"] == "Kari"
+    swede = builtin_persons().SWEDISH
+    request_id = create(broker, IdentityProvider="NO_BANKID_WEB").body["RequestId"]
+    broker.identify(request_id, swede)  # the session's provider, not the person's usual one
+    assert retrieve(broker, request_id).body["IdentityProviderUniqueId"] == (
+        swede.identity_provider_unique_id
+    )
+    assert record_of(swede, "r")["IdentityProviderUniqueId"] is None
+
+
+@pytest.mark.parametrize(
+    ("record_status", "code"), [("ERROR", "LOGIN"), ("TIMEOUT", "TIMEOUT"), ("UNKNOWN", "X1")]
+)
+def test_a_session_fails_with_each_published_status(
+    broker: SandboxBroker, record_status: str, code: str
+) -> None:
+    request_id = create(broker).body["RequestId"]
+    url = broker.fail(request_id, code, record_status=record_status)
+    assert url == f"https://shop.example/error?status={code}"
+    record = retrieve(broker, request_id).body
+    assert record["Status"] == record_status
+    assert record["Error"]["ErrorCode"] == code
+    assert broker.session_status(
+        authorization=bearer(broker), query=f"requestId={request_id}"
+    ).body == {"Done": True}
+    with pytest.raises(SessionFinished):
+        broker.abort(request_id)  # over
+
+
+def test_invalidated_by_the_client(broker: SandboxBroker) -> None:
+    request_id = create(broker).body["RequestId"]
+    broker.identify(request_id, builtin_persons().NORWEGIAN)
+    body = json.dumps({"RequestId": request_id}).encode()
+    assert broker.invalidate(authorization=bearer(broker), query="", body=body).status == 200
+    record = retrieve(broker, request_id).body
+    assert record["Status"] == "INVALIDATED"
+    assert "FirstName" not in record
+
+
+def test_a_status_the_session_cannot_fail_with_is_refused(broker: SandboxBroker) -> None:
+    request_id = create(broker).body["RequestId"]
+    for status in ("SUCCESS", "USERABORTED", "INVALIDATED", "CREATED", "NEW"):
+        with pytest.raises(ValueError, match="fails with one of"):
+            broker.fail(request_id, "LOGIN", record_status=status)
+    assert retrieve(broker, request_id).body["Status"] == "CREATED"
 
 
 def test_the_provider_chosen_at_the_broker_is_reported(broker: SandboxBroker) -> None:

@@ -13,14 +13,15 @@ import pytest
 from django.core import checks
 from django.test import Client
 
+from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET
 from django_eid.sandbox.checks import check_sandbox
 from django_eid.sandbox.persons import builtin_persons
-from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
+from tests.fixtures_client import SANDBOX_URL, SettingsWrapper, eid_settings_with, sandbox_settings
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSION = "/eid-sandbox/identification/session"
 FORM = "application/x-www-form-urlencoded"
-BASIC = "Basic " + base64.b64encode(f"test-client:{SECRET}".encode()).decode()
+BASIC = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
 URLS = {
     "Success": "http://shop.test/eid/ok/?requestId=[1]&externalId=[2]",
     "Abort": "http://shop.test/eid/abort/?requestId=[1]&externalId=[2]",
@@ -31,8 +32,8 @@ STATUS = SESSION + "/status"
 
 @pytest.fixture(autouse=True)
 def sandbox_allowed(settings: SettingsWrapper) -> None:
-    # tests/settings.py has DEBUG False, as production would.
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=True)
+    # The site's broker is the sandbox; tests/settings.py has DEBUG False, as production would.
+    settings.DJANGO_EID = sandbox_settings()
 
 
 def token(client: Client, scope: str = "identify", auth: str | None = BASIC) -> Any:
@@ -78,7 +79,8 @@ def test_token_with_basic_authentication(client: Client) -> None:
 
 def test_token_with_client_secret_post(client: Client) -> None:
     body = (
-        f"grant_type=client_credentials&scope=identify&client_id=test-client&client_secret={SECRET}"
+        "grant_type=client_credentials&scope=identify"
+        f"&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"
     )
     response = client.post(TOKEN, body, content_type=FORM)
     assert response.status_code == 200
@@ -95,7 +97,7 @@ def test_token_lifetime_is_a_setting(client: Client, settings: SettingsWrapper) 
         ("identify%20admin", BASIC, 400, "invalid_scope"),
         (
             "identify",
-            "Basic " + base64.b64encode(b"test-client:wrong").decode(),
+            "Basic " + base64.b64encode(f"{CLIENT_ID}:wrong".encode()).decode(),
             401,
             "invalid_client",
         ),
@@ -272,6 +274,21 @@ def test_abort_and_fail_redirect_to_their_urls(client: Client) -> None:
     assert retrieve(client, request_id).json()["Error"]["ErrorCode"] == "LOGIN"
 
 
+@pytest.mark.parametrize("record_status", ["ERROR", "TIMEOUT", "UNKNOWN"])
+def test_the_page_fails_a_session_with_each_published_status(
+    client: Client, record_status: str
+) -> None:
+    path, request_id = login_path(client)
+    page = client.get(path).content.decode()
+    assert f'<option value="{record_status}">' in page
+    form = {"action": "fail", "error_status": "TIMEOUT", "record_status": record_status}
+    response = client.post(path, form)
+    assert response["Location"].startswith("http://shop.test/eid/error/?status=TIMEOUT&")
+    record = retrieve(client, request_id).json()
+    assert record["Status"] == record_status
+    assert record["IdentityProvider"] == "UNKNOWN"  # nobody chose one
+
+
 def test_the_status_call_says_done_without_personal_data(client: Client) -> None:
     path, request_id = login_path(client)
     headers = bearer(client)
@@ -381,7 +398,7 @@ def test_login_page_may_be_framed_by_the_parent_domain(client: Client, field: st
 # -- the DEBUG gate and the system checks ---------------------------------------------------------
 def test_refused_without_debug_unless_allowed(client: Client, settings: SettingsWrapper) -> None:
     path, _ = login_path(client)
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=None)
+    settings.DJANGO_EID = sandbox_settings(SANDBOX_ALLOW_WITHOUT_DEBUG=None)
     assert token(client).status_code == 404
     assert client.post(SESSION, "{}", content_type="application/json").status_code == 404
     assert client.get(path).status_code == 404
@@ -390,9 +407,89 @@ def test_refused_without_debug_unless_allowed(client: Client, settings: Settings
     assert client.get(path).status_code == 200
 
 
+# -- only the sandbox's own client, only for a site whose broker it is ------------------------------
+REAL = {"CLIENT_ID": "real-client", "CLIENT_SECRET": "real-secret-from-the-broker"}
+
+
+def test_the_token_endpoint_never_confirms_the_sites_credentials(
+    client: Client, settings: SettingsWrapper
+) -> None:
+    # Real credentials next to SANDBOX_ALLOW_WITHOUT_DEBUG: a right guess of the real secret
+    # must look exactly like a wrong one.
+    settings.DJANGO_EID = sandbox_settings(**REAL)
+    real = base64.b64encode(f"{REAL['CLIENT_ID']}:{REAL['CLIENT_SECRET']}".encode()).decode()
+    wrong = base64.b64encode(f"{REAL['CLIENT_ID']}:a-wrong-guess".encode()).decode()
+    answers = [token(client, auth=f"Basic {basic}") for basic in (real, wrong)]
+    assert [a.status_code for a in answers] == [401, 401]
+    assert answers[0].json() == answers[1].json()
+    form = f"grant_type=client_credentials&scope=identify&client_id={REAL['CLIENT_ID']}"
+    posted = client.post(TOKEN, f"{form}&client_secret={REAL['CLIENT_SECRET']}", content_type=FORM)
+    assert posted.status_code == 401
+    assert token(client).status_code == 200  # the sandbox's own client
+
+
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        {"BASE_URL": "https://api.broker.test", "AUTH_URL": "https://auth.broker.test"},
+        {"BASE_URL": "https://api.broker.test"},
+        {"AUTH_URL": "https://auth.broker.test"},
+        {"BASE_URL": "http://other.test/eid-sandbox"},  # another host's sandbox
+        {"AUTH_URL": "http://testserver:8000/eid-sandbox"},  # another port
+        {"BASE_URL": "http://testserver/elsewhere"},  # another path
+        {"BASE_URL": None},  # v1 has no default
+    ],
+)
+def test_no_answer_unless_the_sites_broker_is_this_sandbox(
+    client: Client, settings: SettingsWrapper, elsewhere: dict[str, Any]
+) -> None:
+    path, _ = login_path(client)
+    settings.DJANGO_EID = sandbox_settings(**elsewhere)
+    assert token(client).status_code == 404
+    assert client.post(SESSION, "{}", content_type="application/json").status_code == 404
+    assert client.get(path).status_code == 404
+    assert client.get("/eid-sandbox/web-messaging.js").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        SANDBOX_URL,
+        SANDBOX_URL + "/",
+        "HTTP://TestServer/eid-sandbox",
+        "https://testserver/eid-sandbox",
+        "http://testserver:80/eid-sandbox",
+    ],
+)
+def test_the_sandbox_is_recognised_however_its_url_is_written(
+    client: Client, settings: SettingsWrapper, url: str
+) -> None:
+    # A proxy in front may change the scheme the sandbox sees, not where the calls go.
+    settings.DJANGO_EID = sandbox_settings(url)
+    assert token(client).status_code == 200
+
+
+def test_checks_of_the_sites_broker(settings: SettingsWrapper) -> None:
+    settings.DEBUG = True
+
+    def found(**values: Any) -> set[str | None]:
+        settings.DJANGO_EID = sandbox_settings(**values)
+        return {m.id for m in checks.run_checks(tags=["django_eid_sandbox"])}
+
+    assert found() == set()
+    assert found(BASE_URL="https://api.broker.test") == {"django_eid.W101"}
+    assert found(AUTH_URL="http://127.0.0.1:8000/elsewhere") == {"django_eid.W101"}
+    assert found(**REAL) == {"django_eid.W102"}
+    settings.DJANGO_EID = sandbox_settings(**REAL)
+    (message,) = checks.run_checks(tags=["django_eid_sandbox"])
+    assert REAL["CLIENT_SECRET"] not in f"{message.msg} {message.hint}"
+    # Against a real broker with its credentials: W101 says it all.
+    assert found(BASE_URL="https://api.broker.test", **REAL) == {"django_eid.W101"}
+
+
 def run_checks(settings: SettingsWrapper, *, debug: bool, allow: bool | None) -> set[str | None]:
     settings.DEBUG = debug
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=allow)
+    settings.DJANGO_EID = sandbox_settings(SANDBOX_ALLOW_WITHOUT_DEBUG=allow)
     return {m.id for m in checks.run_checks(tags=["django_eid_sandbox"])}
 
 
@@ -414,7 +511,7 @@ def test_the_checks_are_registered_apart_from_the_apps_settings_checks(
 
 
 def test_check_of_the_sandbox_cache(settings: SettingsWrapper) -> None:
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_CACHE="nope")
+    settings.DJANGO_EID = sandbox_settings(SANDBOX_CACHE="nope")
     settings.DEBUG = True
     assert {m.id for m in check_sandbox()} == {"django_eid.E101"}
 

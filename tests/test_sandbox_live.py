@@ -11,7 +11,7 @@ from django_eid.brokers import ReturnUrls
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, InvalidScope
 from django_eid.sandbox.persons import builtin_persons
-from tests.fixtures_client import SettingsWrapper, eid_settings_with
+from tests.fixtures_client import SettingsWrapper, sandbox_settings
 
 URLS = ReturnUrls(
     success="http://shop.test/ok/", abort="http://shop.test/abort/", error="http://shop.test/error/"
@@ -22,9 +22,7 @@ URLS = ReturnUrls(
 def sandbox_url(live_server: object, settings: SettingsWrapper) -> str:
     """One settings dict drives both sides: the client's URLs point at the sandbox."""
     url = f"{live_server}/eid-sandbox"
-    settings.DJANGO_EID = eid_settings_with(
-        BASE_URL=url, AUTH_URL=url, SANDBOX_ALLOW_WITHOUT_DEBUG=True
-    )
+    settings.DJANGO_EID = sandbox_settings(url)
     return url
 
 

@@ -181,6 +181,38 @@ def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("record_status", ["TIMEOUT", "UNKNOWN"])
+def test_fail_with_each_published_status(
+    user_client: Client, eid_broker: EidBroker, sent: list[Any], record_status: str
+) -> None:
+    start(user_client)
+    session = eid_broker.pending()
+    url = eid_broker.fail("TIMEOUT", record_status=record_status)
+    assert eid_broker.broker.session(session.request_id).status == record_status  # type: ignore[union-attr]
+    assert user_client.get(url).status_code == 200
+    row = Identification.objects.get()
+    assert (row.status, row.error_status) == (Status.ERROR, "TIMEOUT")  # the URL's [0]
+    assert row.identity_provider == ""  # the record's UNKNOWN is no provider
+    assert [name for name, _ in sent] == ["started", "failed"]
+
+
+@pytest.mark.django_db
+def test_a_session_invalidated_before_the_app_retrieves_it(
+    user_client: Client, eid_broker: EidBroker, sent: list[Any]
+) -> None:
+    start(user_client)
+    url = eid_broker.complete()
+    eid_broker.invalidate()  # used elsewhere first: the broker serves no identity any more
+    assert eid_broker.sessions[0].status == "INVALIDATED"
+    user_client.get(url)
+    row = Identification.objects.get()
+    assert (row.status, row.error_status, row.name) == (Status.ERROR, "INVALIDATED", "")
+    assert [name for name, _ in sent] == ["started", "failed"]
+    with pytest.raises(LookupError):
+        eid_broker.invalidate(request_id="no-such-session")
+
+
+@pytest.mark.django_db
 def test_an_error_url_of_another_session_is_refused(
     user_client: Client, eid_broker: EidBroker, sent: list[Any]
 ) -> None:

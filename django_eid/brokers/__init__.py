@@ -100,6 +100,10 @@ class BrokerApi(ABC):
     provider_re: ClassVar[re.Pattern[str]]
     #: An example of it, for messages.
     provider_example: ClassVar[str]
+    #: The provider names the API's public reference lists. The list is open (a name of
+    #: the right shape is accepted everywhere); a setting naming another is warned about
+    #: (check ``W023``): most likely a typo, or a name of another API.
+    published_providers: ClassVar[tuple[str, ...]] = ()
     #: The eID scheme of this API's provider names, where the provider's unique id is the
     #: same whichever API reported it (NO BankID's PID): ``no-bankid`` for ``NO_BANKID_WEB``,
     #: ``no_bankid_mobile`` and ``nbid``. See :func:`provider_family`.

@@ -81,6 +81,22 @@ class EidHubApi(V2Api):
     # Lower-case names, some with a hyphen ("otp-sms"), at most 30 characters.
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "nbid"
+    #: The eIDs the vendor's SDKs, OpenAPI description and guides name (``broker-generations.md``
+    #: section 2); its full list is the account's (``GET /id-providers/account``).
+    published_providers: ClassVar[tuple[str, ...]] = (
+        "nbid",
+        "sbid",
+        "mitid",
+        "ftn",
+        "idin",
+        "digid",
+        "eherkenning",
+        "spid",
+        "npa",
+        "otp-sms",
+        "otp-email",
+        "sk-smartid",
+    )
     provider_families: ClassVar[Mapping[str, str]] = {
         "nbid": "no-bankid",
         "sbid": "se-bankid",

@@ -73,6 +73,7 @@ class V1Api(BrokerApi):
     return_params: ClassVar[tuple[str, ...]] = vocabulary.RETURN_PARAMS
     provider_re: ClassVar[re.Pattern[str]] = vocabulary.PROVIDER_RE
     provider_example: ClassVar[str] = "NO_BANKID_WEB"
+    published_providers: ClassVar[tuple[str, ...]] = vocabulary.PROVIDERS
     web_messaging: ClassVar[bool] = True
     status_call: ClassVar[bool] = True
     provider_families: ClassVar[Mapping[str, str]] = {
@@ -199,11 +200,28 @@ def parse_done(body: Any, *, what: str = "get_session_status") -> bool:
     return done
 
 
+def metadata_of(meta: Any) -> dict[str, str | None]:
+    """``MetaData`` as strings: add-on data (certificates, provider extras) that the
+    identity does not depend on, so a value of another type must not make the whole record
+    unreadable. Such a value is kept as its JSON text; a ``MetaData`` that is not an object
+    at all is left out (the record as received keeps it)."""
+    if not isinstance(meta, Mapping):
+        return {}
+    return {
+        str(key): value if isinstance(value, str) or value is None else json.dumps(value)
+        for key, value in meta.items()
+    }
+
+
 def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecord:
     """Parse a retrieved record; raise :class:`EidProtocolError` for anything else."""
     body = storable_object(body, what)
     obj = lower_keys(body)
     values: dict[str, Any] = {attr: opt_str(obj, key, what) for key, attr in _STRING_FIELDS.items()}
+    if values["identity_provider"] == vocabulary.UNKNOWN_PROVIDER:
+        # The broker's way of saying it does not know: no provider (the row keeps the
+        # one it asked for), not a provider called UNKNOWN.
+        values["identity_provider"] = None
 
     env = obj.get("environmentinfo")
     if env is None:
@@ -230,14 +248,7 @@ def parse_record(body: Any, *, what: str = "get_session") -> IdentificationRecor
     else:
         raise EidProtocolError(f"{what}: 'Error' is {type(err).__name__}, not an object")
 
-    meta = obj.get("metadata")
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, Mapping) or not all(
-        isinstance(v, str) or v is None for v in meta.values()
-    ):
-        raise EidProtocolError(f"{what}: 'MetaData' is not a string-to-string object")
-    values["metadata"] = MappingProxyType({str(k): v for k, v in meta.items()})
+    values["metadata"] = MappingProxyType(metadata_of(obj.get("metadata")))
     values["extra"] = MappingProxyType(
         {k: v for k, v in body.items() if str(k).lower() not in _KNOWN}
     )

@@ -96,6 +96,29 @@ class V2Api(BrokerApi):
     return_params: ClassVar[tuple[str, ...]] = (SESSION_ID_PARAM, EXTERNAL_ID_PARAM)
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "no_bankid_mobile"
+    #: The union of the vendor's SDKs' enums (``broker-generations.md`` 1.5).
+    published_providers: ClassVar[tuple[str, ...]] = (
+        "no_bankid_netcentric",
+        "no_bankid_mobile",
+        "no_bankid",
+        "se_bankid",
+        "no_buypass",
+        "dk_nemid",
+        "mitid",
+        "ftn",
+        "fi_eid",
+        "sms_otp",
+        "email_otp",
+        "freja",
+        "github",
+        "google",
+        "linkedin",
+        "microsoft",
+        "itsme",
+        "idin",
+        "digid",
+        "eherkenning",
+    )
     provider_families: ClassVar[Mapping[str, str]] = {
         "no_bankid": "no-bankid",
         "no_bankid_netcentric": "no-bankid",

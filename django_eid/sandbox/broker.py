@@ -42,6 +42,10 @@ from django_eid.sandbox.wire import (
     parse_form,
 )
 
+#: The only client the sandbox serves over HTTP: fixed and public, never the site's own
+#: credentials (a sandbox left serving beside real ones would confirm guesses of the secret).
+CLIENT_ID: Final = "sandbox-client"
+CLIENT_SECRET: Final = "sandbox-secret"  # noqa: S105  (public: the sandbox's own)
 #: Seconds a session is kept after its last change.
 SESSION_LIFETIME: Final = 3600
 #: The eID Hub's token: its scope and lifetime (the vendor's default).
@@ -53,6 +57,20 @@ _RETURN_URLS: Final[dict[str, Callable[[Session], str]]] = {
     wire_eidhub.API: wire_eidhub.return_url,
 }
 _ALPHANUMERIC: Final = string.ascii_letters + string.digits
+#: How a session can fail, as its record's ``Status`` says: an error, the user's time ran
+#: out, or the broker does not know (``UNKNOWN``, of every v1 SDK's enum). The successor
+#: APIs publish no ``UNKNOWN``: their sessions fail in the first two ways only.
+FAILED_STATUSES: Final = (vocabulary.ERROR, vocabulary.TIMEOUT, vocabulary.UNKNOWN)
+_FAILED_STATUSES_OF: Final = {
+    "v1": FAILED_STATUSES,
+    wire_v2.API: (vocabulary.ERROR, vocabulary.TIMEOUT),
+    wire_eidhub.API: (vocabulary.ERROR, vocabulary.TIMEOUT),
+}
+
+
+def failed_statuses(api: str) -> tuple[str, ...]:
+    """The statuses a session of ``api`` can fail with (:data:`FAILED_STATUSES`)."""
+    return _FAILED_STATUSES_OF.get(api, (vocabulary.ERROR,))
 
 
 class SessionError(Exception):
@@ -94,10 +112,14 @@ def identity_of(
     with_number: bool = True,
     user_agent: str | None = None,
     ip_address: str | None = None,
+    provider: str | None = None,
 ) -> dict[str, Any]:
-    """The identity fields of the record of ``person`` (PascalCase, as on the wire)."""
+    """The identity fields of the record of ``person`` identified with ``provider`` (else
+    their usual one), PascalCase, as on the wire. Swedish BankID gives no unique id."""
+    used = provider or person.identity_provider
+    unique_id = None if used in vocabulary.WITHOUT_UNIQUE_ID else person.identity_provider_unique_id
     identity: dict[str, Any] = {
-        "IdentityProviderUniqueId": person.identity_provider_unique_id,
+        "IdentityProviderUniqueId": unique_id,
         "Name": person.name,
         "FirstName": person.first_name,
         "MiddleName": person.middle_name,
@@ -487,6 +509,7 @@ class SandboxBroker:
             with_number=session.get_social_security_number,
             user_agent=user_agent,
             ip_address=ip_address,
+            provider=session.identity_provider,
         )
         session.birth_date = person.birth_date.isoformat()
         session.status = vocabulary.SUCCESS
@@ -500,12 +523,24 @@ class SandboxBroker:
         self._save(session)
         return self.return_url(session)
 
-    def fail(self, request_id: str, status: str = "TIMEOUT", *, message: str | None = None) -> str:
-        """The identification failed with ``status``; returns the Error URL with ``[0]``."""
+    def fail(
+        self,
+        request_id: str,
+        status: str = "TIMEOUT",
+        *,
+        message: str | None = None,
+        record_status: str = vocabulary.ERROR,
+    ) -> str:
+        """The identification failed with the code ``status``; returns the Error URL with
+        ``[0]``. ``record_status`` is how the record then reads: ``ERROR``, ``TIMEOUT`` or
+        (v1 only) ``UNKNOWN`` (:func:`failed_statuses`)."""
         if not (0 < len(status) <= 64 and all(32 < ord(c) < 127 for c in status)):
             raise ValueError("the error status is a short code of printable ASCII")
         session = self._pending(request_id)
-        session.status = vocabulary.ERROR
+        if record_status not in failed_statuses(session.api):
+            allowed = ", ".join(failed_statuses(session.api))
+            raise ValueError(f"a {session.api} session fails with one of {allowed}")
+        session.status = record_status
         session.error = {
             "NativeErrorCode": f"SANDBOX-{status}",
             "ErrorCode": status,
@@ -531,7 +566,7 @@ class SandboxBroker:
             url = session.return_urls["Success"]
         elif session.status == vocabulary.USER_ABORTED:
             url = session.return_urls["Abort"]
-        elif session.status == vocabulary.ERROR:
+        elif session.status in FAILED_STATUSES:
             url = session.return_urls["Error"]
             values[vocabulary.ERROR_STATUS] = (session.error or {}).get(
                 "ErrorCode", vocabulary.UNKNOWN

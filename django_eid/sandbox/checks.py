@@ -1,23 +1,92 @@
-"""System checks of the sandbox: it is a development tool and says so.
+"""System checks of the sandbox, and when it serves: it is a development tool and says so.
 
 Tagged ``django_eid_sandbox`` (not ``django_eid``) so that a site's own checks
 of its broker settings stay independent of whether the sandbox is installed.
+
+The sandbox serves only while ``DEBUG`` is on (or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set),
+and only to a site whose ``BASE_URL`` and ``AUTH_URL`` are the sandbox itself: a sandbox
+left installed beside a real broker has nobody to serve, and must not answer at all.
 """
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 from django.core import checks
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
 
 from django_eid.conf import eid_settings
+from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET
+from django_eid.vocabulary import TOKEN_PATH
+
+#: The URL keys that must name the sandbox for it to serve.
+URL_KEYS: Final = ("BASE_URL", "AUTH_URL")
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
 def sandbox_enabled() -> bool:
     """The sandbox serves only with ``DEBUG``, or when explicitly allowed without it."""
     return bool(settings.DEBUG) or eid_settings.SANDBOX_ALLOW_WITHOUT_DEBUG
+
+
+def mount_path(namespace: str = "django_eid_sandbox") -> str | None:
+    """Where the sandbox's URLs are included (``/eid-sandbox``), or ``None`` if nowhere."""
+    try:
+        return reverse(f"{namespace}:token").removesuffix(TOKEN_PATH)
+    except NoReverseMatch:
+        return None
+
+
+def _place(parts: SplitResult) -> tuple[str, int | None, str]:
+    # Host, port unless the scheme's default, path: a proxy in front may change the scheme
+    # the sandbox sees, never where the client sends its calls.
+    port = parts.port
+    if port == _DEFAULT_PORTS.get(parts.scheme.lower()):
+        port = None
+    return (parts.hostname or "").rstrip("."), port, parts.path.rstrip("/")
+
+
+def points_here(url: object, here: str) -> bool:
+    """Whether the configured ``url`` is the sandbox at the absolute URL ``here``."""
+    if not isinstance(url, str):
+        return False
+    try:
+        return _place(urlsplit(url)) == _place(urlsplit(here))
+    except ValueError:  # a port out of range
+        return False
+
+
+def refusal(request: HttpRequest) -> str | None:
+    """Why the sandbox must not serve ``request`` (a 404 says it), or ``None``."""
+    if not sandbox_enabled():
+        return "The sandbox is disabled (DEBUG is False)."
+    match = request.resolver_match
+    mount = mount_path(match.namespace) if match else None
+    if mount is None:
+        return "The sandbox is not mounted."
+    here = request.build_absolute_uri(mount)
+    for key in URL_KEYS:
+        if not points_here(getattr(eid_settings, key), here):
+            return (
+                f"The sandbox serves only a site whose DJANGO_EID[{key!r}] is the sandbox "
+                f"({here}); this site's broker is another."
+            )
+    return None
+
+
+def uses_sandbox_credentials() -> bool:
+    """Whether ``CLIENT_ID`` and ``CLIENT_SECRET`` are the sandbox's own (public) ones."""
+    client_id, secret = eid_settings.raw("CLIENT_ID"), eid_settings.raw("CLIENT_SECRET")
+    if not isinstance(client_id, str) or not isinstance(secret, str):
+        return False
+    return hmac.compare_digest(client_id.encode(), CLIENT_ID.encode()) and hmac.compare_digest(
+        secret.encode(), CLIENT_SECRET.encode()
+    )
 
 
 @checks.register(checks.Tags.security, "django_eid_sandbox")
@@ -51,6 +120,42 @@ def check_sandbox(
                 f"DJANGO_EID['SANDBOX_CACHE'] names cache {eid_settings.SANDBOX_CACHE!r}, "
                 "which is not in settings.CACHES.",
                 id="django_eid.E101",
+            )
+        )
+    out.extend(_check_broker_is_the_sandbox())
+    return out
+
+
+def _check_broker_is_the_sandbox() -> list[checks.CheckMessage]:
+    """W101 and W102: the site's broker is not the sandbox, or not with its credentials."""
+    mount = mount_path()
+    if mount is None:
+        return []  # not mounted: it serves nothing
+    out: list[checks.CheckMessage] = []
+    elsewhere = [
+        key
+        for key in URL_KEYS
+        if urlsplit(str(getattr(eid_settings, key) or "")).path.rstrip("/") != mount.rstrip("/")
+    ]
+    if elsewhere:
+        out.append(
+            checks.Warning(
+                f"DJANGO_EID[{elsewhere[0]!r}] does not point at the sandbox mounted at "
+                f"{mount}/; the sandbox answers 404.",
+                hint="The sandbox serves only the site whose BASE_URL and AUTH_URL are its "
+                "mount as the server reaches it (e.g. http://127.0.0.1:8000/eid-sandbox). "
+                "Against a real broker, remove 'django_eid.sandbox' from INSTALLED_APPS.",
+                id="django_eid.W101",
+            )
+        )
+    elif not uses_sandbox_credentials():
+        out.append(
+            checks.Warning(
+                "DJANGO_EID['CLIENT_ID'] and CLIENT_SECRET are not the sandbox's credentials; "
+                "its token endpoint refuses them.",
+                hint=f"The sandbox accepts only its own client: CLIENT_ID {CLIENT_ID!r}, "
+                f"CLIENT_SECRET {CLIENT_SECRET!r}.",
+                id="django_eid.W102",
             )
         )
     return out

@@ -229,12 +229,33 @@ class EidBroker:
         return self.broker.abort(session.request_id)
 
     def fail(
-        self, status: str = "TIMEOUT", *, request_id: str | None = None, message: str | None = None
+        self,
+        status: str = "TIMEOUT",
+        *,
+        request_id: str | None = None,
+        message: str | None = None,
+        record_status: str = "ERROR",
     ) -> str:
-        """End the session with an error ``status`` (``[0]``); returns the Error URL."""
+        """End the session with an error ``status`` (``[0]``); returns the Error URL.
+
+        ``record_status`` is the record's ``Status`` then: ``ERROR``, ``TIMEOUT`` (the
+        user's time ran out) or, with v1, ``UNKNOWN``.
+        """
         session = self.pending(request_id)
         self.broker.open(session.request_id)
-        return self.broker.fail(session.request_id, status, message=message)
+        return self.broker.fail(
+            session.request_id, status, message=message, record_status=record_status
+        )
+
+    def invalidate(self, *, request_id: str | None = None) -> None:
+        """Invalidate the latest session (or ``request_id``) at the broker, as its client's
+        invalidate call does: it reads ``INVALIDATED`` (the eID Hub's ``CANCELLED``) and
+        serves no identity. For a session used elsewhere before the app retrieves it."""
+        sessions = self.sessions
+        session = next((s for s in reversed(sessions) if request_id in (None, s.request_id)), None)
+        if session is None:
+            raise LookupError(f"No sandbox session to invalidate ({len(sessions)} in this test).")
+        self.broker.end_by_client(session.request_id, session.client_id)
 
     # -- breaking things on purpose ------------------------------------------------
     def inject(

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from django_eid import national_id, vocabulary
 from django_eid.exceptions import InvalidNationalIdentityNumber
+from django_eid.sandbox.broker import FAILED_STATUSES, failed_statuses
 from django_eid.sandbox.persons import Person, Persons, custom_person
 from django_eid.sandbox.wire import ERROR_STATUSES
 from django_eid.vocabulary import PROVIDERS
@@ -59,10 +60,18 @@ class LoginForm(forms.Form):
     error_status = forms.ChoiceField(
         label=_("Error status"), choices=[(s, s) for s in ERROR_STATUSES], required=False
     )
+    #: How the record reads after the failure (the API's own spelling of each is its
+    #: wire layer's concern).
+    record_status = forms.ChoiceField(
+        label=_("Session status"), choices=[(s, s) for s in FAILED_STATUSES], required=False
+    )
 
-    def __init__(self, *args: Any, persons: Persons, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, persons: Persons, api: str = "v1", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.persons = persons
+        statuses = self.fields["record_status"]
+        assert isinstance(statuses, forms.ChoiceField)
+        statuses.choices = [(s, s) for s in failed_statuses(api)]
         person_field = self.fields["person"]
         assert isinstance(person_field, forms.ChoiceField)
         person_field.choices = [(p.key, p.name) for p in persons] + [

@@ -2,7 +2,9 @@
 
 Thin views over :class:`~django_eid.sandbox.broker.SandboxBroker`; state lives
 in the cache named by ``DJANGO_EID["SANDBOX_CACHE"]``. Every view answers 404
-unless ``DEBUG`` is on or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set.
+unless ``DEBUG`` is on or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set, and unless the site's
+``BASE_URL`` and ``AUTH_URL`` are this sandbox. Its token endpoint knows one client, the
+sandbox's own (``sandbox-client``, ``sandbox-secret``), never the site's credentials.
 """
 
 from __future__ import annotations
@@ -25,8 +27,14 @@ from django.views.decorators.csrf import csrf_exempt
 
 from django_eid.conf import eid_settings
 from django_eid.sandbox.apis import EidHubSandbox, V2Sandbox
-from django_eid.sandbox.broker import SandboxBroker, SessionError, UnknownSession
-from django_eid.sandbox.checks import sandbox_enabled
+from django_eid.sandbox.broker import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    SandboxBroker,
+    SessionError,
+    UnknownSession,
+)
+from django_eid.sandbox.checks import refusal
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.store import CacheStore
@@ -40,12 +48,13 @@ class SandboxView(View):
     """Base of the sandbox views: the DEBUG gate and the broker."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if not sandbox_enabled():
-            raise Http404("The sandbox is disabled (DEBUG is False).")
+        refused = refusal(request)
+        if refused:
+            raise Http404(refused)
         return super().dispatch(request, *args, **kwargs)
 
     def get_broker(self) -> SandboxBroker:
-        """The broker, configured from ``DJANGO_EID`` (one dict drives app and sandbox)."""
+        """The broker of the sandbox's own client, with ``DJANGO_EID``'s sandbox settings."""
         s = eid_settings
         request = self.request
         namespace = request.resolver_match.namespace if request.resolver_match else None
@@ -56,8 +65,9 @@ class SandboxView(View):
 
         return SandboxBroker(
             CacheStore(s.SANDBOX_CACHE),
-            client_id=s.CLIENT_ID,
-            client_secret=s.CLIENT_SECRET,
+            # Never the site's CLIENT_ID and CLIENT_SECRET: those may be a real broker's.
+            client_id=CLIENT_ID,
+            client_secret=CLIENT_SECRET,
             login_url=login_url,
             token_lifetime=s.SANDBOX_TOKEN_LIFETIME,
             account_id=s.ACCOUNT_ID or None,
@@ -317,7 +327,7 @@ class LoginView(SandboxView):
             return self.ended(None, status=404)
         if not session.in_progress:
             return self.ended(session, status=410)
-        return self.render_page(session, LoginForm(persons=builtin_persons()))
+        return self.render_page(session, LoginForm(persons=builtin_persons(), api=session.api))
 
     def post(self, request: HttpRequest, request_id: str) -> HttpResponse:
         broker = self.get_broker()
@@ -326,7 +336,7 @@ class LoginView(SandboxView):
             return self.ended(None, status=404)
         if not session.in_progress:
             return self.ended(session, status=410)
-        form = LoginForm(request.POST, persons=builtin_persons())
+        form = LoginForm(request.POST, persons=builtin_persons(), api=session.api)
         if not form.is_valid():
             return self.render_page(session, form, status=400)
         action = form.cleaned_data["action"]
@@ -344,7 +354,11 @@ class LoginView(SandboxView):
                 url = broker.abort(request_id)
             else:
                 assert action == FAIL
-                url = broker.fail(request_id, form.cleaned_data["error_status"] or "TIMEOUT")
+                url = broker.fail(
+                    request_id,
+                    form.cleaned_data["error_status"] or "TIMEOUT",
+                    record_status=form.cleaned_data["record_status"] or "ERROR",
+                )
         except SessionError:
             # A double click: the first POST ended the session between our check and now.
             return self.ended(broker.session(request_id), status=410)

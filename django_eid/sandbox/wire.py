@@ -17,7 +17,7 @@ from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 from django_eid.records import is_http_url, lower_keys
-from django_eid.vocabulary import CREATED, IN_PROGRESS, LANGUAGES, PROVIDER_RE
+from django_eid.vocabulary import CREATED, IN_PROGRESS, LANGUAGES, PROVIDER_RE, UNKNOWN_PROVIDER
 
 #: Statuses the login page offers for ``[0]``; the real list is not published.
 ERROR_STATUSES: Final = ("TIMEOUT", "LOGIN", "PKI_BLOCKED", "INVALIDATED", "INTERNAL_ERROR")
@@ -94,7 +94,8 @@ class Session:
         record: dict[str, Any] = {
             "RequestId": self.request_id,
             "Status": self.status,
-            "IdentityProvider": self.identity_provider,
+            # A provider nobody chose yet is the reference's UNKNOWN, not null.
+            "IdentityProvider": self.identity_provider or UNKNOWN_PROVIDER,
         }
         record.update(self.identity or {})
         record["Error"] = self.error
@@ -225,11 +226,15 @@ def parse_create_request(raw: bytes) -> CreateRequest:
 
 def _parse_domain(obj: Mapping[str, Any], error: Callable[[str, str], None]) -> str | None:
     # The deployed service reads iFrame.Domain, the interface document a top-level
-    # "domain"; the first one given wins.
+    # "domain"; the first one given wins. An iFrame object without its Domain is refused,
+    # as the published schema requires it (it feeds the frame's Content-Security-Policy).
     iframe = obj.get("iframe")
     if iframe is not None and not isinstance(iframe, dict):
         error("iFrame", "Must be an object.")
         iframe = None
+    if iframe is not None and lower_keys(iframe).get("domain") is None:
+        error("iFrame.Domain", "Required with iFrame: the parent page's host, e.g. shop.example.")
+        return None
     for field, value in (("iFrame.Domain", lower_keys(iframe or {}).get("domain")),
                          ("domain", obj.get("domain"))):  # fmt: skip
         if value is None:

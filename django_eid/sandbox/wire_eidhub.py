@@ -276,8 +276,9 @@ def callback_urls(session: Session) -> dict[str, str]:
 
 
 def _subject(session: Session, identity: Mapping[str, Any], provider: str | None) -> dict[str, Any]:
-    unique = identity["IdentityProviderUniqueId"] or ""
-    # Signicat's stable pseudonymous id: a hash, base64 in the samples.
+    # Signicat's stable pseudonymous id: a hash, base64 in the samples; of the person
+    # (name, birth) where the eID gives no unique id (Swedish BankID), never one for all.
+    unique = identity["IdentityProviderUniqueId"] or f"{identity['Name']}|{session.birth_date}"
     pseudonym = hashlib.sha256(f"{provider}:{unique}:{session.client_id}".encode()).digest()
     names = (identity["FirstName"], identity["MiddleName"], identity["LastName"])
     subject: dict[str, Any] = {

@@ -13,10 +13,10 @@ from django.test import Client
 
 from django_eid.client import get_client
 from django_eid.exceptions import EidApiError, EidUnavailable
-from django_eid.sandbox.broker import SandboxBroker, SessionFinished
+from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET, SandboxBroker, SessionFinished
 from django_eid.sandbox.store import CacheStore
 from tests.fixtures_broker import ACCESS_TOKEN, SAMPLE, ScriptedBroker
-from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
+from tests.fixtures_client import SettingsWrapper, sandbox_settings
 
 INVALIDATE_URL = "https://api.broker.test/identification/session/invalidate"
 IDENTITY_FIELDS = {
@@ -116,17 +116,17 @@ def test_invalidating_twice_is_harmless(broker: ScriptedBroker) -> None:
 SANDBOX = "/eid-sandbox"
 SESSION = f"{SANDBOX}/identification/session"
 INVALIDATE = f"{SESSION}/invalidate"
-BASIC = "Basic " + base64.b64encode(f"test-client:{SECRET}".encode()).decode()
+BASIC = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
 
 
 @pytest.fixture
 def sandbox(settings: SettingsWrapper) -> SandboxBroker:
     """The sandbox app enabled; its broker over the same store, to act as the person."""
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=True)
+    settings.DJANGO_EID = sandbox_settings()
     return SandboxBroker(
         CacheStore("default"),
-        client_id="test-client",
-        client_secret=SECRET,
+        client_id=CLIENT_ID,
+        client_secret=CLIENT_SECRET,
         login_url=lambda request_id: f"http://testserver{SANDBOX}/login/{request_id}/",
     )
 

@@ -244,7 +244,8 @@ def test_the_user_still_at_the_broker(app: Api, broker: ScriptedBroker) -> None:
         ({"exception": requests.ConnectionError("down")}, 503, "retrieve_unreachable"),
         ({"status": 503}, 503, "retrieve_unreachable"),
         ({"status": 400, "body": {"message": "no", "code": "BAD"}}, 502, "retrieve_refused"),
-        ({"status": 200, "body": {"Status": 5}}, 502, "retrieve_unexpected"),
+        # A status that is no string, in each API's casing.
+        ({"status": 200, "body": {"Status": 5, "status": 5}}, 502, "retrieve_unexpected"),
     ],
 )
 def test_the_broker_failing_on_retrieval_leaves_it_pending(

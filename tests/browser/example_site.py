@@ -22,6 +22,7 @@ from django.test.utils import override_settings
 
 import example_project
 from django_eid.models import Identification
+from django_eid.sandbox import broker as sandbox_broker
 from django_eid.signals import identification_succeeded, identification_verifying
 from example_project.accounts.apps import DISPATCH_UID, RULE_DISPATCH_UID
 
@@ -62,7 +63,13 @@ def eid_settings_for(broker_url: str | None) -> dict[str, Any]:
         SANDBOX_ALLOW_WITHOUT_DEBUG=True,
     )
     if broker_url is not None:
-        values.update(BASE_URL=broker_url, AUTH_URL=broker_url)
+        # The sandbox's own client: it never accepts a site's credentials.
+        values.update(
+            BASE_URL=broker_url,
+            AUTH_URL=broker_url,
+            CLIENT_ID=sandbox_broker.CLIENT_ID,
+            CLIENT_SECRET=sandbox_broker.CLIENT_SECRET,
+        )
     return values
 
 

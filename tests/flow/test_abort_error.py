@@ -229,7 +229,8 @@ def test_an_error_return_for_a_session_in_progress_leaves_the_row_pending(
     [
         ({"status": 500}, 503),
         ({"status": 404, "body": ""}, 502),
-        ({"json": {"RequestId": "other", "Error": ERROR}}, 502),
+        # The record of another session, as v1 and the successors name it.
+        ({"json": {"RequestId": "other", "id": "other", "Error": ERROR}}, 502),
     ],
 )
 def test_an_error_return_the_broker_cannot_confirm_leaves_the_row_pending(

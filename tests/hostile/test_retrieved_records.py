@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 
 # -- what the broker says on retrieval ------------------------------------------------
 @pytest.mark.parametrize(
-    "whose", ["another of alice's", "bob's", "a stranger's", "the same, in lower case", "none"]
+    "whose", ["another of alice's", "bob's", "a stranger's", "the same, in lower case", "empty"]
 )
 def test_a_record_of_another_session_is_not_stored(
     start: Callable[..., Started],
@@ -49,7 +49,7 @@ def test_a_record_of_another_session_is_not_stored(
         "bob's": bobs.request_id,
         "a stranger's": "0" * 200,
         "the same, in lower case": started.request_id.lower(),
-        "none": ...,
+        "empty": "",
     }[whose]
     broker.answer_record(started.request_id, record(started.request_id, RequestId=named))
     before = snapshot()
@@ -59,6 +59,25 @@ def test_a_record_of_another_session_is_not_stored(
     assert fired.names == []
     broker.heal(request_id=started.request_id)  # the broker recovers: the same URL completes
     assert_genuine_completes(alice_client, started, "success", fired, alice)
+
+
+@pytest.mark.parametrize("absent", [..., None])
+def test_a_record_that_names_no_session_is_the_one_asked_for(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    absent: Any,
+) -> None:
+    # The published schema requires no field: the id was in the request.
+    started = start()
+    fired.clear()
+    broker.answer_record(started.request_id, record(started.request_id, RequestId=absent))
+    response = alice_client.get(started.success_url())
+    assert response.status_code == 302
+    assert started.row.status == Status.SUCCESS
+    assert fired.calls == [("succeeded", started.pk, Status.SUCCESS, alice.pk)]
 
 
 # (USERABORTED is the user's cancel, whichever URL: tests/flow/test_abort_error.py.)
@@ -150,11 +169,10 @@ def test_a_record_without_a_status_leaves_the_session_pending(
         {"Status": 123},
         {"EnvironmentInfo": "x"},
         {"Error": ["x"]},
-        {"MetaData": {"k": 1}},
         {"SocialSecurityNumber": 31127112345},
         {"RequestId": 42},
     ],
-    ids=["status number", "env string", "error list", "metadata number", "ssn number", "id number"],
+    ids=["status number", "env string", "error list", "ssn number", "id number"],
 )
 def test_a_record_that_fails_to_parse_leaves_the_session_pending(
     start: Callable[..., Started],
@@ -172,3 +190,24 @@ def test_a_record_that_fails_to_parse_leaves_the_session_pending(
     assert (snapshot(), fired.names) == (before, [])
     broker.heal()
     assert_genuine_completes(alice_client, started, "success", fired, alice)
+
+
+@pytest.mark.parametrize("meta", [{"k": 1, "ok": "v"}, ["x"]], ids=["a number", "a list"])
+def test_metadata_of_another_type_does_not_stop_the_identification(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: FakeBroker,
+    fired: Fired,
+    meta: Any,
+) -> None:
+    # Add-on data the identity does not depend on: kept as text, or left out.
+    started = start()
+    fired.clear()
+    broker.answer_record(started.request_id, record(started.request_id, MetaData=meta))
+    assert alice_client.get(started.success_url()).status_code == 302
+    row = started.row
+    assert row.status == Status.SUCCESS
+    assert row.metadata == ({"k": "1", "ok": "v"} if isinstance(meta, dict) else {})
+    assert row.raw["MetaData"] == meta
+    assert fired.calls == [("succeeded", started.pk, Status.SUCCESS, alice.pk)]

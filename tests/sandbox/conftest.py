@@ -6,9 +6,10 @@ import base64
 
 import pytest
 
-from django_eid.sandbox.broker import SandboxBroker
+from django_eid.sandbox.broker import CLIENT_ID, SandboxBroker
+from django_eid.sandbox.broker import CLIENT_SECRET as SECRET
 from django_eid.sandbox.store import MemoryStore
-from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
+from tests.fixtures_client import SettingsWrapper, sandbox_settings
 
 FORM = "application/x-www-form-urlencoded"
 BASIC = "Basic " + base64.b64encode(f"{CLIENT_ID}:{SECRET}".encode()).decode()
@@ -26,9 +27,12 @@ class Clock:
 
 
 @pytest.fixture(autouse=True)
-def sandbox_allowed(settings: SettingsWrapper) -> None:
-    # tests/settings.py has DEBUG False, as production would.
-    settings.DJANGO_EID = eid_settings_with(SANDBOX_ALLOW_WITHOUT_DEBUG=True)
+def sandbox_allowed(request: pytest.FixtureRequest, settings: SettingsWrapper) -> None:
+    """The site's broker is the sandbox mounted in tests/urls.py (tests/settings.py has DEBUG
+    False, as production would); the ``eid_broker`` fixture's tests keep the suite's
+    broker, which that fixture serves through ``responses``."""
+    if "eid_broker" not in request.fixturenames:
+        settings.DJANGO_EID = sandbox_settings()
 
 
 @pytest.fixture

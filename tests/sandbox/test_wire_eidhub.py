@@ -21,8 +21,9 @@ from django_eid.sandbox.apis import EidHubSandbox
 from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import builtin_persons
-from tests.fixtures_client import CLIENT_ID, SECRET
-from tests.sandbox.conftest import BASIC, FORM, Clock
+from tests.fixtures_client import CLIENT_ID as SUITE_CLIENT_ID
+from tests.fixtures_client import SECRET as SUITE_SECRET
+from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
 
 TOKEN = "/eid-sandbox/auth/open/connect/token"
 SESSIONS = "/eid-sandbox/auth/rest/sessions"
@@ -210,6 +211,7 @@ def test_headless_needs_no_callbacks(client: Client) -> None:
         ("identify", {}, "success", "SUCCESS"),
         ("abort", {}, "abort", "ABORT"),
         ("fail", {"error_status": "LOGIN"}, "error", "ERROR"),
+        ("fail", {"error_status": "TIMEOUT", "record_status": "TIMEOUT"}, "error", "EXPIRED"),
     ],
 )
 def test_the_hosted_page_returns_to_the_callback_with_the_session_id(
@@ -366,8 +368,8 @@ def test_the_fixture_serves_the_hub_and_records_its_calls(eid_broker: EidBroker)
         data={
             "grant_type": "client_credentials",
             "scope": "signicat-api",
-            "client_id": CLIENT_ID,
-            "client_secret": SECRET,
+            "client_id": SUITE_CLIENT_ID,
+            "client_secret": SUITE_SECRET,
         },
         timeout=5,
     ).json()
@@ -396,8 +398,11 @@ def test_faults_are_injected_by_endpoint_name(eid_broker: EidBroker) -> None:
     eid_broker.fail_next("token", 503)
     url = "https://auth.broker.test/auth/open/connect/token"
     form = {"grant_type": "client_credentials", "scope": "signicat-api"}
-    assert requests.post(url, data=form, auth=(CLIENT_ID, SECRET), timeout=5).status_code == 503
-    grant = requests.post(url, data=form, auth=(CLIENT_ID, SECRET), timeout=5).json()
+    assert (
+        requests.post(url, data=form, auth=(SUITE_CLIENT_ID, SUITE_SECRET), timeout=5).status_code
+        == 503
+    )
+    grant = requests.post(url, data=form, auth=(SUITE_CLIENT_ID, SUITE_SECRET), timeout=5).json()
     headers = {"Authorization": "Bearer " + grant["access_token"]}
     sessions = "https://api.broker.test/auth/rest/sessions"
     body = {"flow": "redirect", "requestedAttributes": [], "callbackUrls": CALLBACKS}

@@ -19,8 +19,9 @@ from django_eid.sandbox.broker import SandboxBroker
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.wire import append_session_id
-from tests.fixtures_client import CLIENT_ID, SECRET
-from tests.sandbox.conftest import BASIC, FORM, Clock
+from tests.fixtures_client import CLIENT_ID as SUITE_CLIENT_ID
+from tests.fixtures_client import SECRET as SUITE_SECRET
+from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSIONS = "/eid-sandbox/identification/v2/sessions"
@@ -181,6 +182,24 @@ def test_a_timeout_at_the_page_reads_timed_out(client: Client) -> None:
     assert retrieve(client, body["id"]).json()["status"] == "timed_out"
 
 
+def test_a_session_timed_out_at_the_page_reads_timed_out(client: Client) -> None:
+    body = create(client).json()
+    response = end(client, body["url"], "fail", error_status="LOGIN", record_status="TIMEOUT")
+    assert response["Location"] == f"http://shop.test/eid/error/?sessionId={body['id']}"
+    session = retrieve(client, body["id"]).json()
+    assert session["status"] == "timed_out"
+    assert "error" not in session
+
+
+def test_v2_publishes_no_unknown_status(client: Client) -> None:
+    body = create(client).json()
+    path = urlsplit(body["url"]).path
+    assert 'value="UNKNOWN"' not in client.get(path).content.decode()
+    response = end(client, body["url"], "fail", error_status="LOGIN", record_status="UNKNOWN")
+    assert response.status_code == 400
+    assert retrieve(client, body["id"]).json()["status"] == "user_initiated"
+
+
 def test_an_iframe_session_may_be_framed_by_its_parent_domain_and_leaves_to_success(
     client: Client,
 ) -> None:
@@ -206,7 +225,7 @@ def test_statuses_through_the_session_in_lower_snake_case(client: Client) -> Non
     person = PERSONS.SWEDISH
     assert session["provider"] == "se_bankid"
     assert session["identity"] == {
-        "providerId": person.identity_provider_unique_id,
+        "providerId": None,  # Swedish BankID gives no unique id
         "fullName": "Astrid Linnéa Lindqvist",
         "firstName": "Astrid",
         "middleName": "Linnéa",
@@ -371,7 +390,7 @@ def test_the_fixture_serves_v2_and_records_its_calls(eid_broker: EidBroker) -> N
     grant = requests.post(
         token_url,
         data={"grant_type": "client_credentials", "scope": "identify"},
-        auth=(CLIENT_ID, SECRET),
+        auth=(SUITE_CLIENT_ID, SUITE_SECRET),
         timeout=5,
     ).json()
     headers = {"Authorization": "Bearer " + grant["access_token"]}
@@ -397,7 +416,7 @@ def test_faults_are_injected_by_endpoint_name(eid_broker: EidBroker) -> None:
     grant = requests.post(
         "https://auth.broker.test/oauth/connect/token",
         data={"grant_type": "client_credentials", "scope": "identify"},
-        auth=(CLIENT_ID, SECRET),
+        auth=(SUITE_CLIENT_ID, SUITE_SECRET),
         timeout=5,
     ).json()
     headers = {"Authorization": "Bearer " + grant["access_token"]}
