@@ -35,6 +35,7 @@ POLL_INTERVAL = 0.05
 #: Seconds a waiter waits beyond ``TIMEOUT`` for the lock holder's outcome: the
 #: holder's own call ends within ``TIMEOUT``, so a waiter learns how it went
 #: (a token, or a failure) instead of starting a second call at that moment.
+#: Within a call of the client, the call's own deadline ends the wait first.
 HOLDER_GRACE = 0.5
 
 
