@@ -5,14 +5,20 @@ turns failed answers into typed :mod:`django_eid.exceptions` errors. What each c
 and how its answer reads is the concern of the API in use (:mod:`django_eid.brokers`);
 how a request travels (timeouts, redirects, size cap, retries) is
 :mod:`django_eid.transport`'s.
+
+Each call of :class:`EidClient` ends within ``TIMEOUT``, everything included: the wait
+for (or the request of) an access token, retries, the renewal of a rejected token
+(:mod:`django_eid.deadline`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote_plus
 
 import requests
@@ -20,6 +26,7 @@ import requests.auth
 
 from django_eid.brokers import BrokerApi, ReturnUrls, SessionRequest
 from django_eid.conf import EidSettings, eid_settings
+from django_eid.deadline import bounded
 from django_eid.exceptions import (
     EidApiError,
     EidConfigurationError,
@@ -37,6 +44,23 @@ from django_eid.validation import problems
 logger = logging.getLogger("django_eid.client")
 
 __all__ = ["EidClient", "ReturnUrls", "get_client", "reset_client", "token_cache_key"]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _within_timeout(
+    method: Callable[Concatenate[EidClient, P], R],
+) -> Callable[Concatenate[EidClient, P], R]:
+    """Run ``method`` as one call with one deadline, ``TIMEOUT`` from now."""
+
+    @functools.wraps(method)
+    def bounded_call(self: EidClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with bounded(self.settings.TIMEOUT):
+            return method(self, *args, **kwargs)
+
+    return bounded_call
 
 
 def token_cache_key(s: EidSettings) -> str:
@@ -66,7 +90,11 @@ class EidClient:
         self.api = s.broker_api(self._api, s)
 
     def create_http_session(self) -> requests.Session:
-        """The one ``requests.Session`` of this client; override to add proxies or adapters."""
+        """The one ``requests.Session`` of this client; override to add proxies or adapters.
+
+        An adapter of your own should be a :class:`~django_eid.deadline.DeadlineAdapter`,
+        or an answer trickling in slowly is not cut at the deadline of the call.
+        """
         return new_http_session(self.settings.CA_BUNDLE)
 
     @property
@@ -78,6 +106,7 @@ class EidClient:
         self.transport.close()
 
     # -- the three calls -------------------------------------------------
+    @_within_timeout
     def fetch_token(self) -> AccessToken:
         """Ask the token endpoint for a new token (no cache). Prefer :meth:`get_token`."""
         s = self.settings
@@ -125,10 +154,12 @@ class EidClient:
         logger.info("Fetched a broker access token (lifetime %s s).", expires_in)
         return AccessToken.issued_now(token, "Bearer", expires_in)
 
+    @_within_timeout
     def get_token(self) -> AccessToken:
         """The shared access token, fetched only when the shared cache has none."""
         return self.tokens.get()
 
+    @_within_timeout
     def create_session(
         self,
         *,
@@ -161,6 +192,7 @@ class EidClient:
             )
         )
 
+    @_within_timeout
     def get_session(self, request_id: str, *, metadata: bool = False) -> IdentificationRecord:
         """Retrieve a session's record. Call it after the user came back to the success URL.
 
@@ -176,6 +208,7 @@ class EidClient:
             raise EidProtocolError("get_session answered the record of another session")
         return record
 
+    @_within_timeout
     def session_done(self, request_id: str) -> bool | None:
         """Whether the session ended (in any way), from a call without personal data;
         ``None`` when the API has none (retrieve the record instead).
@@ -185,6 +218,7 @@ class EidClient:
         """
         return self.api.session_done(request_id)
 
+    @_within_timeout
     def invalidate_session(self, request_id: str) -> None:
         """End a session at the broker, so its record can no longer be used (an
         :class:`EidApiError` when the broker refuses, e.g. for a session that failed)."""
@@ -193,19 +227,20 @@ class EidClient:
     # -- plumbing ----------------------------------------------------------
     def _api(self, method: str, url: str, *, retry: bool, **kwargs: Any) -> Answer:
         """One call of the session API with the access token; raise for a 4xx answer."""
-        for attempt in (1, 2):
-            token = self.get_token()
-            auth = HeaderAuth(f"Bearer {token.access_token}")
-            answer = self.transport.request(method, url, auth=auth, retry=retry, **kwargs)
-            if answer.status == 401 and attempt == 1:
-                # Revoked or expired early: forget it, fetch a new one, try once more.
-                logger.warning("%s answered 401; renewing the access token once.", answer.what)
-                self.tokens.invalidate(token)
-                continue
-            break
-        if answer.status >= 400:
-            raise self._api_error(answer)
-        return answer
+        with bounded(self.settings.TIMEOUT):
+            for attempt in (1, 2):
+                token = self.get_token()
+                auth = HeaderAuth(f"Bearer {token.access_token}")
+                answer = self.transport.request(method, url, auth=auth, retry=retry, **kwargs)
+                if answer.status == 401 and attempt == 1:
+                    # Revoked or expired early: forget it, fetch a new one, try once more.
+                    logger.warning("%s answered 401; renewing the access token once.", answer.what)
+                    self.tokens.invalidate(token)
+                    continue
+                break
+            if answer.status >= 400:
+                raise self._api_error(answer)
+            return answer
 
     def _secrets(self) -> tuple[str, ...]:
         """This client's secret (in the forms it travels in) and its last access token."""

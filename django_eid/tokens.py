@@ -7,6 +7,8 @@ atomic ``cache.add`` and fetches; the others wait briefly and read what it
 stored, or, if it takes too long, fetch themselves so nobody hangs. When the
 holder's request fails because the broker does not answer, the waiters fail at
 once too, instead of each spending another ``TIMEOUT`` on a broker that is down.
+Every wait (for the process's lock, for the other worker) ends by the deadline of the
+call that needs the token (:func:`django_eid.deadline.current`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from django.core.cache import caches
 
+from django_eid import deadline as deadlines
 from django_eid.exceptions import EidError, EidUnavailable
 
 logger = logging.getLogger("django_eid.client")
@@ -32,6 +35,7 @@ POLL_INTERVAL = 0.05
 #: Seconds a waiter waits beyond ``TIMEOUT`` for the lock holder's outcome: the
 #: holder's own call ends within ``TIMEOUT``, so a waiter learns how it went
 #: (a token, or a failure) instead of starting a second call at that moment.
+#: Within a call of the client, the call's own deadline ends the wait first.
 HOLDER_GRACE = 0.5
 
 
@@ -96,7 +100,11 @@ class TokenStore:
         if local is not None and local.fresh:
             return local
         since = time.monotonic()
-        with self._local_lock:
+        call = deadlines.current()
+        # Another thread of this process may be fetching: wait for it within our deadline.
+        if not self._local_lock.acquire(timeout=-1 if call is None else call.remaining()):
+            raise _NoTokenInTime(_no_token(call, "another thread's token request"))
+        try:
             local = self._local
             if local is not None and local.fresh:
                 return local
@@ -111,6 +119,8 @@ class TokenStore:
                 )
             try:
                 token = self._shared_or_fetch()
+            except _NoTokenInTime:
+                raise  # this call's time ran out, not the broker: other threads still try
             except EidUnavailable as err:
                 self._local_failure = (time.monotonic(), str(err))
                 raise
@@ -123,6 +133,8 @@ class TokenStore:
                 token = self._fetch()
             self._local = token
             return token
+        finally:
+            self._local_lock.release()
 
     def last_seen(self) -> AccessToken | None:
         """The last token this process used, fresh or not; no cache round trip."""
@@ -223,7 +235,10 @@ class TokenStore:
         since = time.time()
         token = self._locked_fetch(lock_ttl)
         deadline = time.monotonic() + self._wait + HOLDER_GRACE
+        call = deadlines.current()
         while token is None and time.monotonic() < deadline:
+            if call is not None and call.remaining() <= POLL_INTERVAL:
+                raise _NoTokenInTime(_no_token(call, "another worker's token request"))
             time.sleep(POLL_INTERVAL)
             token = self._read()
             if token is None:
@@ -232,3 +247,12 @@ class TokenStore:
                 # The holder gave up otherwise (crashed, lock expired): take over.
                 token = self._locked_fetch(lock_ttl)
         return token or self._fetch_and_store()
+
+
+class _NoTokenInTime(EidUnavailable):
+    """The call's deadline passed while another thread or worker fetched the token."""
+
+
+def _no_token(call: deadlines.Deadline | None, whose: str) -> str:
+    within = f" within the {call.seconds:g} s timeout (TIMEOUT) of the call" if call else ""
+    return f"No access token{within}: {whose} is still running"

@@ -1,10 +1,10 @@
 """HTTP transport to the broker: one ``requests.Session`` and the rules every call follows.
 
-Every call goes through :meth:`Transport.request`, which puts the timeout on it,
-never follows a redirect (a bearer token must not travel to another host),
-reads at most ``MAX_RESPONSE_BYTES``, and retries what may be retried on
-connection errors, 429 and 502/503/504 within the timeout, honouring
-``Retry-After``. Failing to get an answer becomes :class:`EidUnavailable` or
+Every call goes through :meth:`Transport.request`, which ends it by its deadline
+(``TIMEOUT``, :mod:`django_eid.deadline`), never follows a redirect (a bearer token
+must not travel to another host), reads at most ``MAX_RESPONSE_BYTES``, and retries
+what may be retried on connection errors, 429 and 502/503/504 within the deadline,
+honouring ``Retry-After``. Failing to get an answer becomes :class:`EidUnavailable` or
 :class:`EidProtocolError`; an answer the broker did give, 4xx included, is
 returned as an :class:`Answer`, because what it means is the API's concern
 (:mod:`django_eid.client`).
@@ -25,6 +25,7 @@ import requests.auth
 from urllib3.exceptions import NewConnectionError
 
 from django_eid import __version__
+from django_eid.deadline import Deadline, DeadlineAdapter, bounded, watch
 from django_eid.exceptions import EidProtocolError, EidUnavailable
 
 USER_AGENT: Final = f"django-eid/{__version__} python-requests/{requests.__version__}"
@@ -32,6 +33,8 @@ MAX_RETRIES: Final = 2
 BACKOFF: Final = 0.2
 #: Connections kept per broker host; at least the threads of a busy worker process.
 POOL_SIZE: Final = 32
+#: Seconds an attempt is given at least: a retry is not started with less time left.
+MIN_WAIT: Final = 0.05
 RETRY_STATUSES: Final = frozenset({429, 502, 503, 504})
 #: The broker's id of a request, by the header that carries it: ``RequestId`` is the one its
 #: reference documents (some SDKs read ``Request-Id``); the others are gateways' spellings.
@@ -49,7 +52,8 @@ def new_http_session(ca_bundle: str | None) -> requests.Session:
     http = requests.Session()
     # One pooled connection per thread that calls the broker at once; requests'
     # default of 10 would open and close extra connections on busier workers.
-    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    # Its connections can be cut at a call's deadline, even in the middle of a read.
+    adapter = DeadlineAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
     http.mount("https://", adapter)
     http.mount("http://", adapter)
     http.headers["User-Agent"] = USER_AGENT
@@ -144,7 +148,8 @@ class Transport:
         label: str | None = None,
         **kwargs: Any,
     ) -> Answer:
-        """Send one call and read its answer.
+        """Send one call and read its answer, all within ``timeout`` (or the deadline of
+        the call it is part of, :func:`django_eid.deadline.bounded`, if that ends sooner).
 
         ``retry`` says the call may be sent again after it may have reached the broker
         (it is idempotent); a call that certainly did not reach it is always resent.
@@ -153,31 +158,51 @@ class Transport:
         :meth:`requests.Session.request` (``data``, ``params``, ``headers``).
         """
         what = f"{method} {label or url}"
+        with bounded(self.timeout) as deadline:
 
-        def call() -> requests.Response:
-            return self.http.request(
-                method,
-                url,
-                auth=auth,
-                timeout=self.timeout,
-                allow_redirects=False,
-                stream=True,
-                **kwargs,
-            )
+            def call() -> requests.Response:
+                # Connect and each read wait at most the time left, never a fresh TIMEOUT.
+                return self.http.request(
+                    method,
+                    url,
+                    auth=auth,
+                    timeout=max(deadline.remaining(), MIN_WAIT),
+                    allow_redirects=False,
+                    stream=True,
+                    **kwargs,
+                )
 
-        return self._send(call, what, retry=retry)
+            return self._send(call, what, deadline, retry=retry)
 
     def close(self) -> None:
         self.http.close()
 
-    def _send(self, call: Callable[[], requests.Response], what: str, *, retry: bool) -> Answer:
-        started = time.monotonic()
+    def _send(
+        self,
+        call: Callable[[], requests.Response],
+        what: str,
+        deadline: Deadline,
+        *,
+        retry: bool,
+    ) -> Answer:
         attempt = 0
         while True:
             delay: float | None = None
             status: int | None = None
+            if deadline.expired():
+                # Spent before this attempt (by the token request of the same call).
+                raise _late(what, deadline, attempt)
             try:
-                answer = self._read(call(), what)
+                with watch(deadline) as w:
+                    try:
+                        answer = self._read(call(), what, deadline)
+                    except requests.RequestException as err:
+                        if w.cut or deadline.expired():
+                            raise _late(what, deadline, attempt + 1) from err
+                        raise
+                    if w.cut:
+                        # Cut at the deadline: the body may end where it was cut.
+                        raise _late(what, deadline, attempt + 1)
             except (requests.ConnectionError, requests.Timeout) as err:
                 kind = "timed out" if isinstance(err, requests.Timeout) else "could not connect"
                 outcome = f"{kind} ({type(err).__name__})"
@@ -213,17 +238,17 @@ class Transport:
                     )
                 else:
                     return answer
-            # Honour Retry-After only within the time budget of one call.
-            if time.monotonic() - started + delay > self.timeout:
+            # Honour Retry-After only within the deadline, and leave time for the attempt.
+            if delay + MIN_WAIT > deadline.remaining():
                 raise EidUnavailable(
                     f"{what} {outcome} after {attempt + 1} attempt(s); waiting {delay:g} s "
-                    f"more would exceed the {self.timeout:g} s timeout",
+                    f"more would exceed the {deadline.seconds:g} s timeout",
                     status_code=status,
                 )
             attempt += 1
             time.sleep(delay)
 
-    def _read(self, response: requests.Response, what: str) -> Answer:
+    def _read(self, response: requests.Response, what: str, deadline: Deadline) -> Answer:
         with response:
             declared = response.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > self.max_bytes:
@@ -231,11 +256,21 @@ class Transport:
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_content(64 * 1024):
+                if deadline.expired():
+                    raise EidUnavailable(f"{what} answered too slowly: {_over(deadline)}")
                 size += len(chunk)
                 if size > self.max_bytes:
                     raise EidProtocolError(f"{what} answered a body over {self.max_bytes} bytes")
                 chunks.append(chunk)
             return Answer(what, response.status_code, response.headers, b"".join(chunks))
+
+
+def _over(deadline: Deadline) -> str:
+    return f"not over within the {deadline.seconds:g} s timeout (TIMEOUT) of the call"
+
+
+def _late(what: str, deadline: Deadline, attempts: int) -> EidUnavailable:
+    return EidUnavailable(f"{what} {_over(deadline)}, after {attempts} attempt(s)")
 
 
 def _not_sent(err: Exception) -> bool:

@@ -159,7 +159,11 @@ def test_every_call_sends_the_user_agent_and_the_timeout(
     assert len(broker.calls) == 3
     for call in broker.calls:
         assert call.request.headers["User-Agent"].startswith(f"django-eid/{__version__}")
-        assert call.request.req_kwargs["timeout"] == 4.5
+        # The time left of the call's one deadline: at most TIMEOUT, never unlimited.
+        assert 4.0 < call.request.req_kwargs["timeout"] <= 4.5
+    token_call, create_call = broker.calls[0], broker.calls[1]
+    # The token request spends the time of the create call it is part of.
+    assert create_call.request.req_kwargs["timeout"] < token_call.request.req_kwargs["timeout"]
 
 
 def test_one_http_session_per_client(broker: responses.RequestsMock) -> None:

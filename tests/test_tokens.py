@@ -13,7 +13,7 @@ from django.core.cache import caches
 
 import django_eid.tokens
 from django_eid.client import EidClient
-from django_eid.exceptions import EidApiError, InvalidScope
+from django_eid.exceptions import EidApiError, EidUnavailable, InvalidScope
 from django_eid.tokens import AccessToken, cache_key
 from tests import fixtures_client
 from tests.fixtures_client import (
@@ -178,9 +178,15 @@ def test_a_stale_lock_does_not_block(
     # A worker that took the lock and died: the lock stays for a long time.
     caches["default"].set(client.tokens.lock_key, "1", 3600)
     started = time.monotonic()
-    assert client.get_token().access_token == "tok-1"
+    # The call waits for the holder's outcome within its own TIMEOUT, no longer.
+    with pytest.raises(EidUnavailable, match="another worker's token request"):
+        client.get_token()
     elapsed = time.monotonic() - started
-    assert 0.3 <= elapsed < 2
+    assert 0.2 <= elapsed < 0.3 + 0.5
+    assert token_calls(broker) == []
+    # Once the lock is gone (its TTL is TIMEOUT + 1 s), the next call fetches the token.
+    caches["default"].delete(client.tokens.lock_key)
+    assert client.get_token().access_token == "tok-1"
     assert len(token_calls(broker)) == 1
 
 
