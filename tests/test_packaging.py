@@ -123,7 +123,7 @@ def test_one_version_string(dists: Dists) -> None:
 
 def test_the_metadata_states_what_is_supported(dists: Dists) -> None:
     metadata = dists.wheel_text(".dist-info/METADATA")
-    assert "Requires-Python: >=3.10" in metadata
+    assert "Requires-Python: >=3.11" in metadata
     for version in ("4.2", "5.1", "5.2"):
         assert f"Classifier: Framework :: Django :: {version}" in metadata
     assert "Description-Content-Type: text/markdown" in metadata

@@ -44,11 +44,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[2]
-#: Every end state, for humans looking at a failed run (git-ignored).
-SCREENSHOTS = ROOT / "tests" / "screenshots"
-#: The pictures of the documentation, refreshed by every run of these tests
-#: unless EID_DOCS_SCREENSHOTS=0.
-DOCS_IMG = ROOT / "docs" / "img"
+#: Every end state, for humans looking at a failed run (build/ is git-ignored).
+SCREENSHOTS = ROOT / "build" / "screenshots"
+#: Where the pictures of the documentation are copied to: only when this names a
+#: directory (``make screenshots`` sets it to docs/img), so that an ordinary run
+#: of the tests leaves the committed pictures alone.
+DOCS_IMG_ENV = "EID_DOCS_IMG"
 #: Seconds any single wait may take; the flow needs well under one.
 TIMEOUT_MS = 15_000
 VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
@@ -214,11 +215,18 @@ def log_in(page: Page, user: Any) -> Callable[..., None]:
 
 
 def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
-    """Save ``<name>.png`` under tests/screenshots/ (and docs/img/ for ``docs``)."""
+    """Save ``<name>.png`` under build/screenshots/.
+
+    A picture of the documentation (``docs``) is also copied to the directory that
+    ``EID_DOCS_IMG`` names, if set (``make screenshots``: docs/img/).
+    """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
-    if docs and os.environ.get("EID_DOCS_SCREENSHOTS", "1") != "0":
-        DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS_IMG / path.name)
+    if docs and (docs_img := os.environ.get(DOCS_IMG_ENV)):
+        target = Path(docs_img)
+        if not target.is_absolute():
+            target = ROOT / target
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / path.name)
     return path
