@@ -31,6 +31,7 @@ from playwright.sync_api import (
 )
 from pytest_django.live_server_helper import LiveServer
 
+from django_eid.client import reset_client
 from tests.browser.example_site import example_site
 
 CHROMIUM = "/usr/bin/chromium"
@@ -177,13 +178,15 @@ def _request_threads() -> list[threading.Thread]:
 def settle_live_server(timeout: float = 10.0) -> None:
     """Wait until the live server has finished with every connection of the test.
 
-    Closing the browser context closes its connections; the server threads
-    serving them then end, and with them the per-thread django-eid clients,
-    whose keep-alive connections to the sandbox close (ending the sandbox's
-    threads). Waiting keeps all of that inside the test: otherwise a thread
-    could outlive the live server and touch the shared in-memory database after
-    it stopped sharing it, failing the run with an unhandled thread exception.
+    Closing the browser context closes its connections, and the server threads
+    serving them end. The sandbox's threads serve the keep-alive connections of
+    django-eid's shared client, which outlives the test: closing that client
+    ends them at once (waiting for them instead took the whole timeout, every
+    test). Waiting keeps all of that inside the test: otherwise a thread could
+    outlive the live server and touch the shared in-memory database after it
+    stopped sharing it, failing the run with an unhandled thread exception.
     """
+    reset_client()
     deadline = time.monotonic() + timeout
     while (threads := _request_threads()) and time.monotonic() < deadline:
         gc.collect()  # drops finished threads' clients now, not at some later test
