@@ -9,7 +9,9 @@
 # otherwise it is looked up in pyenv (`pyenv prefix X.Y`, or the newest
 # $PYENV_ROOT/versions/X.Y.*, for a machine without the pyenv command on PATH).
 # A version found nowhere fails here, with its name, instead of tox reporting
-# the environment as skipped or a bare "could not find python".
+# the environment as skipped or a bare "could not find python". Only the
+# pythonX.Y names go on PATH (links in build/pythons/, or $EID_PYTHONS_DIR),
+# not the rest of an interpreter's bin directory (its python3, pip ...).
 set -uo pipefail
 
 _eid_pythons_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,14 +41,18 @@ _eid_pythons_setup() {
         echo "pythons: no pyXY environments in tox.ini's env_list" >&2
         return 1
     fi
+    local links=${EID_PYTHONS_DIR:-$_eid_pythons_root/build/pythons}
+    mkdir -p "$links" || return 1
     for version in $versions; do
         if dir=$(_eid_pythons_find "$version"); then
-            case ":$PATH:" in *":$dir:"*) ;; *) PATH="$dir:$PATH" ;; esac
+            ln -sfn "$dir/python$version" "$links/python$version" || return 1
             echo "pythons: Python $version: $dir/python$version" >&2
         else
+            rm -f "$links/python$version"
             missing+=("$version")
         fi
     done
+    case ":$PATH:" in *":$links:"*) ;; *) PATH="$links:$PATH" ;; esac
     export PATH
     if ((${#missing[@]})); then
         echo "pythons: ERROR: Python ${missing[*]} not found (the tox matrix needs" \

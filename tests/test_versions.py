@@ -124,7 +124,12 @@ SYSTEM_PATH = "/usr/bin:/bin"
 
 def pythons_sh(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """Run .ci/pythons.sh with only the system's PATH and an empty or fake pyenv in tmp_path."""
-    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH, "PYENV_ROOT": str(tmp_path / "pyenv")}
+    env = {
+        "HOME": str(tmp_path),
+        "PATH": SYSTEM_PATH,
+        "PYENV_ROOT": str(tmp_path / "pyenv"),
+        "EID_PYTHONS_DIR": str(tmp_path / "links"),
+    }
     return subprocess.run(  # noqa: S603  (our own script)
         ["/bin/bash", str(ROOT / ".ci" / "pythons.sh"), *command],
         env=env,
@@ -165,4 +170,4 @@ def test_pythons_sh_finds_pyenvs_interpreters_and_puts_them_on_path(tmp_path: Pa
     for version, fake in fakes.items():
         # One on the system's PATH comes first; pyenv's only stands in for a missing one.
         if not on_system_path(version):
-            assert found[version] == str(fake)
+            assert os.path.realpath(found[version]) == str(fake)
