@@ -6,7 +6,9 @@
 #   make test-sqlite       pytest on SQLite only
 #   make test-production   pytest on PostgreSQL + Redis (starts .ci/services.sh)
 #   make docs              mkdocs build --strict
-#   make tox               the Django 4.2 / 5.1 / 5.2 matrix (SQLite)
+#   make tox               the matrix of tox.ini: Django 5.2 / 6.0 / 6.1 on Python
+#                          3.11 / 3.12 / 3.13 (SQLite; .ci/pythons.sh finds them)
+#   make screenshots       refresh the documentation's pictures in docs/img/ (Chromium)
 #   make messages          refresh and compile the translation catalogs (needs GNU gettext)
 #   make demo              example project on http://127.0.0.1:8000/ (DEMO_PORT=8001: another port)
 #   make bench             benchmarks
@@ -24,7 +26,7 @@ PRODUCTION ?= auto
 export PRODUCTION
 
 .DEFAULT_GOAL := test
-.PHONY: venv lint test test-sqlite test-production docs tox messages demo bench \
+.PHONY: venv lint test test-sqlite test-production docs tox screenshots messages demo bench \
 	services-start services-stop clean distclean
 
 # --- environment ----------------------------------------------------------------
@@ -32,8 +34,8 @@ export PRODUCTION
 venv: $(VENV)/.installed
 
 $(PY):
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
-		{ echo "$(PYTHON) is older than Python 3.10; run make PYTHON=python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "$(PYTHON) is older than Python 3.11; run make PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
@@ -84,8 +86,17 @@ docs: venv
 		echo "docs skipped: no mkdocs.yml yet"; \
 	fi
 
+# tox's interpreters come from pyenv where they are not on PATH; a missing one
+# fails here, by name.
 tox: venv
-	$(VENV)/bin/tox $(TOX_ARGS)
+	.ci/pythons.sh $(VENV)/bin/tox $(TOX_ARGS)
+
+# The tests write every screenshot under build/screenshots/; this run of the
+# tests that take the documentation's pictures copies those into docs/img/.
+screenshots: venv
+	@test -x /usr/bin/chromium || { echo "screenshots need Chromium: apt-get install chromium"; exit 1; }
+	EID_DOCS_IMG=docs/img env -u DATABASE_URL -u EID_TEST_REDIS_URL \
+		$(PY) -m pytest -p no:randomly -m browser tests/browser
 
 # The shipped languages; keep in step with tests/test_i18n.py. After a run, translate
 # the new and fuzzy entries of django_eid/locale/*/LC_MESSAGES/django.po (and of the
@@ -128,7 +139,7 @@ services-stop:
 # --- cleaning -------------------------------------------------------------------
 
 clean:
-	rm -rf build dist site .pytest_cache .mypy_cache .ruff_cache .hypothesis tests/screenshots
+	rm -rf build dist site .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -path ./$(VENV) -prune -o -path ./.tox -prune -o \
 		\( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 

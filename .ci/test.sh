@@ -5,7 +5,8 @@
 #   1. lint              ruff check, ruff format --check, mypy
 #   2. pytest            whole suite on SQLite + local-memory cache
 #   3. production tier   whole suite again on PostgreSQL + Redis (.ci/services.sh)
-#   4. Django matrix     tox: the suite on Django 4.2, 5.1 and 5.2 (CI, or MATRIX=yes)
+#   4. version matrix    tox: the suite on Django 5.2, 6.0 and 6.1 and Python 3.11,
+#                        3.12 and 3.13 (tox.ini; CI, or MATRIX=yes)
 #   5. docs              mkdocs build --strict (when mkdocs.yml exists)
 #
 # The production tier is mandatory when CI=true, EID_REQUIRE_PRODUCTION=1 or
@@ -98,11 +99,11 @@ case $(production_mode) in
 esac
 stop_started_services
 
-# The supported Django versions (tox.ini); mandatory in CI, on request elsewhere.
+# The supported Django and Python versions (tox.ini); mandatory in CI, on request elsewhere.
 if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then
-    step "Django matrix (tox: 4.2, 5.1, 5.2)" submake tox
+    step "version matrix (tox: $(sed -nE 's/^env_list *= *//p' tox.ini))" submake tox
 else
-    skip "matrix" "Django matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
+    skip "matrix" "version matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
 fi
 
 if [[ -f mkdocs.yml ]]; then

@@ -6,6 +6,7 @@ SQLite and local-memory caches by default; with ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import django
 import environ
 
 env = environ.Env()
@@ -73,6 +74,12 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
 }
+
+# Django 6.1 deprecates EMAIL_BACKEND and warns when mail is sent without MAILERS (the
+# hostile tests send mail to ADMINS); the test environment swaps in the local-memory
+# backend either way.
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STATIC_URL = "/static/"

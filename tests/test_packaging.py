@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import django_eid
+from tests.test_versions import DJANGOS, PYTHONS
 
 pytestmark = pytest.mark.packaging
 
@@ -123,9 +124,11 @@ def test_one_version_string(dists: Dists) -> None:
 
 def test_the_metadata_states_what_is_supported(dists: Dists) -> None:
     metadata = dists.wheel_text(".dist-info/METADATA")
-    assert "Requires-Python: >=3.10" in metadata
-    for version in ("4.2", "5.1", "5.2"):
+    assert f"Requires-Python: >={PYTHONS[0]}" in metadata
+    for version in DJANGOS:
         assert f"Classifier: Framework :: Django :: {version}" in metadata
+    for version in PYTHONS:
+        assert f"Classifier: Programming Language :: Python :: {version}" in metadata
     assert "Description-Content-Type: text/markdown" in metadata
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     runtime = [line for line in requires if "extra ==" not in line]

@@ -31,6 +31,7 @@ from playwright.sync_api import (
 )
 from pytest_django.live_server_helper import LiveServer
 
+from django_eid.client import reset_client
 from tests.browser.example_site import example_site
 
 CHROMIUM = "/usr/bin/chromium"
@@ -44,11 +45,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[2]
-#: Every end state, for humans looking at a failed run (git-ignored).
-SCREENSHOTS = ROOT / "tests" / "screenshots"
-#: The pictures of the documentation, refreshed by every run of these tests
-#: unless EID_DOCS_SCREENSHOTS=0.
-DOCS_IMG = ROOT / "docs" / "img"
+#: Every end state, for humans looking at a failed run (build/ is git-ignored).
+SCREENSHOTS = ROOT / "build" / "screenshots"
+#: Where the pictures of the documentation are copied to: only when this names a
+#: directory (``make screenshots`` sets it to docs/img), so that an ordinary run
+#: of the tests leaves the committed pictures alone.
+DOCS_IMG_ENV = "EID_DOCS_IMG"
 #: Seconds any single wait may take; the flow needs well under one.
 TIMEOUT_MS = 15_000
 VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
@@ -176,13 +178,15 @@ def _request_threads() -> list[threading.Thread]:
 def settle_live_server(timeout: float = 10.0) -> None:
     """Wait until the live server has finished with every connection of the test.
 
-    Closing the browser context closes its connections; the server threads
-    serving them then end, and with them the per-thread django-eid clients,
-    whose keep-alive connections to the sandbox close (ending the sandbox's
-    threads). Waiting keeps all of that inside the test: otherwise a thread
-    could outlive the live server and touch the shared in-memory database after
-    it stopped sharing it, failing the run with an unhandled thread exception.
+    Closing the browser context closes its connections, and the server threads
+    serving them end. The sandbox's threads serve the keep-alive connections of
+    django-eid's shared client, which outlives the test: closing that client
+    ends them at once (waiting for them instead took the whole timeout, every
+    test). Waiting keeps all of that inside the test: otherwise a thread could
+    outlive the live server and touch the shared in-memory database after it
+    stopped sharing it, failing the run with an unhandled thread exception.
     """
+    reset_client()
     deadline = time.monotonic() + timeout
     while (threads := _request_threads()) and time.monotonic() < deadline:
         gc.collect()  # drops finished threads' clients now, not at some later test
@@ -214,11 +218,18 @@ def log_in(page: Page, user: Any) -> Callable[..., None]:
 
 
 def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
-    """Save ``<name>.png`` under tests/screenshots/ (and docs/img/ for ``docs``)."""
+    """Save ``<name>.png`` under build/screenshots/.
+
+    A picture of the documentation (``docs``) is also copied to the directory that
+    ``EID_DOCS_IMG`` names, if set (``make screenshots``: docs/img/).
+    """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
-    if docs and os.environ.get("EID_DOCS_SCREENSHOTS", "1") != "0":
-        DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS_IMG / path.name)
+    if docs and (docs_img := os.environ.get(DOCS_IMG_ENV)):
+        target = Path(docs_img)
+        if not target.is_absolute():
+            target = ROOT / target
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / path.name)
     return path

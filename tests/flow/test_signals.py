@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.http import HttpRequest
 from django.test import Client
 
 from django_eid import signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
+from tests.db_threads import close_thread_connections
 from tests.flow.conftest import SIGNAL_NAMES, Broker, SignalLog, Started
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +123,7 @@ def test_signals_are_sent_after_the_commit(
                 row = Identification.objects.filter(pk=pk).first()
                 out.append(row.status if row else None)
             finally:
-                connections.close_all()
+                close_thread_connections()
 
         thread = threading.Thread(target=read)
         thread.start()

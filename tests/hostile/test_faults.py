@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connection
 from django.test import Client
 from django.utils import timezone
 
@@ -22,6 +22,7 @@ from django_eid import flow, signals, state
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from django_eid.sandbox.wire import Reply
+from tests.db_threads import close_thread_connections
 from tests.hostile.conftest import (
     ELSEWHERE,
     TEST_CLIENT_IP,
@@ -207,7 +208,7 @@ def test_signals_are_sent_only_once_the_row_is_committed(
 
         def read() -> None:
             seen_elsewhere.append(Identification.objects.get(pk=pk).status)
-            connections.close_all()
+            close_thread_connections()
 
         thread = threading.Thread(target=read)
         thread.start()
@@ -348,7 +349,7 @@ def test_two_concurrent_hits_store_one_identification_and_fire_one_signal(
         except BaseException as err:  # pragma: no cover - reported below
             results[i] = err
         finally:
-            connections.close_all()
+            close_thread_connections()
 
     threads = [threading.Thread(target=hit, args=(i,)) for i in range(2)]
     for thread in threads:

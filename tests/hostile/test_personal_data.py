@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import django
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.core import mail
@@ -75,8 +76,11 @@ class Capture(logging.Handler):
 @pytest.fixture
 def all_logs(settings: Any) -> Iterator[Capture]:
     """Root at DEBUG with every django logger propagating, SQL included, and mail_admins on."""
-    settings.ADMINS = [("Ops", "ops@example.com")]
-    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    # Plain addresses from Django 6.0 on, which deprecates (name, address) pairs. The
+    # test environment already sends mail to the local-memory outbox.
+    settings.ADMINS = (
+        ["ops@example.com"] if django.VERSION >= (6, 0) else [("Ops", "ops@example.com")]
+    )
     capture = Capture()
     mailer = AdminEmailHandler(include_html=True)
     names = [

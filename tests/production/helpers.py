@@ -10,13 +10,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db import connections
 from django.dispatch import Signal
 from django.test import Client
 from django.urls import reverse
 
 import django_eid.client
 from django_eid.models import Identification
+from tests.db_threads import close_thread_connections
 from tests.production.stub import BrokerStub
 
 
@@ -64,7 +64,7 @@ def run_threads(target: Callable[[int], Any], count: int, *, timeout: float = 60
         except BaseException as err:
             failures.append(err)
         finally:
-            connections.close_all()
+            close_thread_connections()
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(count)]
     for t in threads:

@@ -66,8 +66,10 @@ def test_migrations_apply_on_a_fresh_sqlite_database(tmp_path: Path) -> None:
     db = tmp_path / "fresh.sqlite3"
     migrate_from_scratch_and_back(f"sqlite:///{db}")
     import sqlite3
+    from contextlib import closing
 
-    with sqlite3.connect(db) as conn:
+    # A sqlite3 connection's "with" ends the transaction but does not close it.
+    with closing(sqlite3.connect(db)) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert TABLE in tables
 

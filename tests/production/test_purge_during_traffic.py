@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
 from django_eid import signals
 from django_eid.models import Identification
+from tests.db_threads import close_thread_connections
 from tests.production.helpers import receiving, run_threads, start, success_url
 from tests.production.stub import SAMPLE, BrokerStub
 
@@ -54,7 +54,7 @@ class Purger:
         except BaseException as err:
             self.errors.append(err)
         finally:
-            connections.close_all()
+            close_thread_connections()
 
     def __enter__(self) -> Purger:
         self._thread.start()

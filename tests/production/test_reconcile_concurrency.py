@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from django_eid import flow, signals
 from django_eid.management.commands import eid_reconcile
 from django_eid.models import Identification
+from tests.db_threads import close_thread_connections
 from tests.production.helpers import fresh_clients, receiving, run_threads, start
 from tests.production.stub import BrokerStub
 
@@ -180,7 +181,7 @@ def test_a_run_that_lost_its_lease_skips_the_rows_and_leaves_the_new_lease_alone
             try:
                 outputs[name] = reconcile("--batch-size", "10")
             finally:
-                connections.close_all()
+                close_thread_connections()
 
         thread = threading.Thread(target=target, name=name, daemon=True)
         threads.append(thread)

@@ -18,13 +18,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import Client
 
 from django_eid import signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification
 from django_eid.sandbox.persons import builtin_persons
+from tests.db_threads import close_thread_connections
 from tests.production.helpers import (
     client_with_session,
     fresh_clients,
@@ -80,7 +81,7 @@ def reader(pk: int) -> Iterator[list[str]]:
                 seen.append(status.get())
                 time.sleep(0.005)
         finally:
-            connections.close_all()
+            close_thread_connections()
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()

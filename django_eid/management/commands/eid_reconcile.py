@@ -346,5 +346,5 @@ def database_now(alias: str) -> datetime.datetime:
     with connection.cursor() as cursor:
         cursor.execute(sql)
         (seconds,) = cursor.fetchone()
-    now = datetime.datetime.fromtimestamp(float(seconds), tz=datetime.timezone.utc)
+    now = datetime.datetime.fromtimestamp(float(seconds), tz=datetime.UTC)
     return now if settings.USE_TZ else timezone.make_naive(now)
