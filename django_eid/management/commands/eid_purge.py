@@ -2,29 +2,41 @@
 
 Deletes (or with ``--anonymize`` strips the personal fields of) finished
 identifications older than the given age, and marks pending ones older than
-``SESSION_MAX_AGE`` as ``EXPIRED``. Safe to run from cron while the site takes
-traffic: it only touches finished rows and stale pending ones, each with one
-conditional statement, so a callback racing it either finishes the row first
-(which then is no longer pending) or finds it expired. A purged row's person claims
-(``ONE_ACCOUNT_PER_PERSON``) go with it.
+``SESSION_MAX_AGE`` as ``EXPIRED``. A purged row's person claims
+(``ONE_ACCOUNT_PER_PERSON``) go with it, in the same transaction.
+
+It works in batches of ``--batch-size`` rows, each its own transaction, so that the
+first run after months without one (a million rows) needs no more memory than the
+nightly one, holds no lock longer than a batch, and can be stopped at any point: the
+next run finishes the rest. No row is read into Python but its primary key.
+
+Safe to run from cron while the site takes traffic: every statement that changes rows
+carries the conditions that chose them, so a callback racing it either finishes the row
+first (which then is no longer pending) or finds it expired.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models import QuerySet, signals
 from django.utils import timezone
 
 from django_eid import claims
 from django_eid.conf import eid_settings
-from django_eid.models import Identification
+from django_eid.models import Identification, PersonClaim
 
 _AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
 _UNITS = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+#: A progress line after every this many batches (with the default ``--batch-size``, every
+#: 10,000 rows), so that a long first run shows it is moving.
+PROGRESS_EVERY = 10
 
 #: Fields that identify or describe a person; ``--anonymize`` blanks them and keeps the
 #: rest (user, status, provider, error code and status, dates) for statistics. The broker's
@@ -88,6 +100,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Allow an age shorter than SESSION_MAX_AGE (purging just-finished rows).",
         )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=1000,
+            help="Rows changed per transaction (default 1000).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         age = parse_age(options["older_than"])
@@ -98,18 +116,26 @@ class Command(BaseCommand):
                 f"--older-than {options['older_than']!r} is shorter than SESSION_MAX_AGE "
                 f"({eid_settings.SESSION_MAX_AGE} s): add --force if you mean it."
             )
+        batch_size = options["batch_size"]
+        if batch_size < 1:
+            raise CommandError(f"--batch-size: {batch_size} is not a positive number of rows")
+        # One clock for the whole run: every batch decides by the same cut-offs, so that a
+        # dry run counts what a run does, however long the run takes.
         now = timezone.now()
         cutoff = now - age
-        stale = Identification.objects.stale(eid_settings.SESSION_MAX_AGE)
+        anonymize = options["anonymize"]
+        stale = Identification.objects.pending().filter(
+            created_at__lt=now - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
+        )
         old = Identification.objects.finished().filter(created_at__lt=cutoff)
-        if options["anonymize"]:
+        if anonymize:
             # Rows already anonymized need no second pass.
             old = old.filter(anonymized_at__isnull=True)
         if options["dry_run"]:
-            verb = "anonymize" if options["anonymize"] else "delete"
+            verb = "anonymize" if anonymize else "delete"
             # A run expires the stale rows first; those older than the cutoff then go too.
             also = stale.filter(created_at__lt=cutoff)
-            if options["anonymize"]:
+            if anonymize:
                 also = also.filter(anonymized_at__isnull=True)
             self.stdout.write(f"Would expire {stale.count()} stale pending identification(s).")
             self.stdout.write(
@@ -117,20 +143,100 @@ class Command(BaseCommand):
                 f"older than {age}."
             )
             return
-        with transaction.atomic():
-            expired = stale.update(status=Identification.Status.EXPIRED, completed_at=now)
-        with transaction.atomic():
-            if options["anonymize"]:
-                # A row without the identity no longer holds the person for its account
-                # (ONE_ACCOUNT_PER_PERSON); deleted rows take their claims with them.
-                claims.release(old)
-                changed = old.update(**PERSONAL_FIELDS, anonymized_at=now)
-                self.stdout.write(
-                    f"Anonymized {changed} finished identification(s) older than {age}."
-                )
-            else:
-                # The total would count the rows' person claims too.
-                _, deleted = old.delete()
-                changed = deleted.get(Identification._meta.label, 0)
-                self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
+        expired = self._in_batches(
+            stale,
+            lambda batch: batch.update(status=Identification.Status.EXPIRED, completed_at=now),
+            batch_size,
+            lock=False,
+            progress="Expired {} stale pending identification(s) so far.",
+        )
+        if anonymize:
+            changed = self._in_batches(
+                old,
+                lambda batch: _anonymize(batch, now),
+                batch_size,
+                lock=True,
+                progress="Anonymized {} finished identification(s) so far.",
+            )
+            self.stdout.write(f"Anonymized {changed} finished identification(s) older than {age}.")
+        else:
+            changed = self._in_batches(
+                old,
+                _delete,
+                batch_size,
+                lock=True,
+                progress="Deleted {} finished identification(s) so far.",
+            )
+            self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
         self.stdout.write(f"Expired {expired} stale pending identification(s).")
+
+    def _in_batches(
+        self,
+        rows: QuerySet[Identification],
+        change: Callable[[QuerySet[Identification]], int],
+        batch_size: int,
+        *,
+        lock: bool,
+        progress: str,
+    ) -> int:
+        """Apply ``change`` to ``rows``, ``batch_size`` rows at a time, each in its own
+        transaction; the number of rows changed.
+
+        Each batch is the next ``batch_size`` ids of ``rows`` after the previous batch's
+        last (so a run reads every row once, whatever the batches left behind), and
+        ``change`` gets them as ``rows`` narrowed to those ids: the statements that change
+        them carry ``rows``' own conditions, so a row that no longer meets them when its
+        batch runs (verified, anonymized or deleted meanwhile) is left alone. ``lock``
+        takes the batch's rows ``FOR UPDATE`` first (where the database can), so that
+        nothing changes them between the statements of one batch. A run stopped anywhere
+        leaves whole batches done; the next run finishes the rest.
+        """
+        ids = rows.order_by("pk").values_list("pk", flat=True)
+        features = connections[rows.db].features
+        if (
+            lock
+            and features.has_select_for_update
+            and features.supports_select_for_update_with_limit
+        ):
+            ids = ids.select_for_update()
+        last = 0
+        total = batches = 0
+        while True:
+            with transaction.atomic():
+                batch = list(ids.filter(pk__gt=last)[:batch_size])
+                if not batch:
+                    break
+                total += change(rows.filter(pk__in=batch))
+            last = batch[-1]
+            batches += 1
+            if batches % PROGRESS_EVERY == 0:
+                self.stdout.write(progress.format(total))
+        return total
+
+
+def _anonymize(batch: QuerySet[Identification], now: datetime.datetime) -> int:
+    # A row without the identity no longer holds the person for its account
+    # (ONE_ACCOUNT_PER_PERSON): its claims go in the transaction that strips it.
+    claims.release(batch)
+    return batch.update(**PERSONAL_FIELDS, anonymized_at=now)
+
+
+def _delete(batch: QuerySet[Identification]) -> int:
+    """Delete ``batch`` and its person claims; the number of identifications deleted.
+
+    Two statements, neither of which reads a row into Python: Django's ``delete()`` would
+    load every row whole (``raw``, the decrypted number) to cascade to the claims.
+    Where a site listens to ``pre_delete``/``post_delete`` of these models, it goes through
+    Django's deletion instead, so that the site's receivers still run, with only the
+    primary key loaded.
+    """
+    if any(
+        signal.has_listeners(model)
+        for signal in (signals.pre_delete, signals.post_delete)
+        for model in (Identification, PersonClaim)
+    ):
+        _, deleted = batch.only("pk").delete()
+        # The total would count the rows' person claims too.
+        return deleted.get(Identification._meta.label, 0)
+    claims.release(batch)
+    return batch._raw_delete(batch.db)
