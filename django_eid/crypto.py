@@ -123,12 +123,16 @@ LOST_KEY_ADVICE = (
 )
 
 
-def unreadable_summary(pks: list[int], *, shown: int = 20) -> str:
-    """``"N identification(s) cannot be decrypted ... (ids: 1, 2, ...)"``: ids, no data."""
+def unreadable_summary(pks: list[int], *, shown: int = 20, count: int | None = None) -> str:
+    """``"N identification(s) cannot be decrypted ... (ids: 1, 2, ...)"``: ids, no data.
+
+    ``count``: how many there are, when ``pks`` holds only the first of them.
+    """
+    total = len(pks) if count is None else count
     ids = ", ".join(str(pk) for pk in pks[:shown])
-    more = f" and {len(pks) - shown} more" if len(pks) > shown else ""
+    more = f" and {total - shown} more" if total > shown else ""
     return (
-        f"{len(pks)} identification(s) cannot be decrypted with the configured keys "
+        f"{total} identification(s) cannot be decrypted with the configured keys "
         f"(ids: {ids}{more})."
     )
 
