@@ -190,12 +190,37 @@ def scrub(text: str, *, secrets: Iterable[str] | None = None) -> str:
     secret is always among them unless ``secrets`` is given (then give it there).
     """
     literals = _configured_secrets() if secrets is None else tuple(secrets)
+    return _scrub(text, _longest_first(literals))
+
+
+def _longest_first(literals: Iterable[str]) -> tuple[str, ...]:
     # Longest first: a secret inside its own Basic credentials is hidden with them.
-    for literal in sorted({s for s in literals if len(s) >= _MIN_LITERAL}, key=len, reverse=True):
-        text = text.replace(literal, REDACTED)
-    text = _JWT_RE.sub(REDACTED, text)
-    text = _AUTH_RE.sub(rf"\1\2{REDACTED}", text)
-    text = _NAMED_SECRET_RE.sub(rf"\1\2{REDACTED}", text)
+    return tuple(sorted({s for s in literals if len(s) >= _MIN_LITERAL}, key=len, reverse=True))
+
+
+#: What each pattern cannot match without: texts lacking it skip the pattern (a record's
+#: names, dates and ids mostly do). ``\d`` is the patterns' own (any Unicode digit).
+_SIX_DIGITS: Final = re.compile(r"\d{6}")
+_AUTH_WORDS: Final = re.compile("bearer|basic|digest")
+_SECRET_WORDS: Final = re.compile("secret|passw|pwd|_token|api|client_assertion")
+
+
+def _scrub(text: str, literals: tuple[str, ...]) -> str:
+    for literal in literals:
+        if literal in text:
+            text = text.replace(literal, REDACTED)
+    if "eyJ" in text:
+        text = _JWT_RE.sub(REDACTED, text)
+    # The two case-insensitive patterns: Unicode case folding matches more than
+    # ``lower()`` finds (the long s for ``s``, the Kelvin sign for ``k``), so only an ASCII text
+    # is ruled out by its lower case.
+    lower = text.lower() if text.isascii() else None
+    if lower is None or _AUTH_WORDS.search(lower):
+        text = _AUTH_RE.sub(rf"\1\2{REDACTED}", text)
+    if lower is None or _SECRET_WORDS.search(lower):
+        text = _NAMED_SECRET_RE.sub(rf"\1\2{REDACTED}", text)
+    if _SIX_DIGITS.search(text) is None:
+        return text  # every number form starts with six digits in a row
     return _PATTERN.sub(_hide_number, text)
 
 
@@ -213,16 +238,16 @@ def scrub_json(value: Any, *, secrets: Iterable[str] | None = None) -> Any:
     the later ones numbered.
     """
     literals = _configured_secrets() if secrets is None else tuple(secrets)
-    return _walk(value, literals)
+    return _walk(value, _longest_first(literals))
 
 
 def _walk(value: Any, literals: tuple[str, ...]) -> Any:
     if isinstance(value, str):
-        return scrub(value, secrets=literals)
+        return _scrub(value, literals)
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            name = scrub(str(key), secrets=literals)
+            name = _scrub(str(key), literals)
             if name in out:
                 name = next(
                     f"{name}#{n}" for n in range(2, len(out) + 3) if f"{name}#{n}" not in out

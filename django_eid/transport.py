@@ -13,15 +13,19 @@ returned as an :class:`Answer`, because what it means is the API's concern
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import requests
 import requests.adapters
 import requests.auth
+import requests.utils
 from urllib3.exceptions import NewConnectionError
 
 from django_eid import __version__
@@ -49,7 +53,7 @@ _REQUEST_ID_HEADERS: Final = (
 
 def new_http_session(ca_bundle: str | None) -> requests.Session:
     """A ``requests.Session`` for the broker: pooled, identified, TLS always verified."""
-    http = requests.Session()
+    http = BrokerSession()
     # One pooled connection per thread that calls the broker at once; requests'
     # default of 10 would open and close extra connections on busier workers.
     # Its connections can be cut at a call's deadline, even in the middle of a read.
@@ -62,9 +66,69 @@ def new_http_session(ca_bundle: str | None) -> requests.Session:
     http.verify = ca_bundle or True
     # Redirects are refused by ``allow_redirects=False`` on every call. (``max_redirects
     # = 0`` would make requests raise TooManyRedirects even then, hiding the status.)
-    # Proxies and CA settings from the environment are honoured; every call passes
-    # ``auth`` explicitly so that .netrc credentials never replace ours.
+    # Proxies and CA settings from the environment are honoured (BrokerSession); every
+    # call passes ``auth`` explicitly, and .netrc is never read.
     return http
+
+
+class BrokerSession(requests.Session):
+    """A ``requests.Session`` that reads the environment's proxy and CA settings once per host.
+
+    A plain session reads them on every call (``HTTPS_PROXY``, ``NO_PROXY``,
+    ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``: about 0.1 ms of ``os.environ`` per call).
+    This one asks requests' own functions the first time it calls a scheme, host and port,
+    and keeps their answer for the life of the session (of the client: restart the
+    process, or :func:`django_eid.client.reset_client`, to read a changed environment).
+    What they decide is unchanged: the proxy that ``NO_PROXY`` does not exclude, and the
+    environment's CA bundle unless a call passes ``verify``. ``.netrc`` is never read (every
+    call of django-eid passes its own ``auth``).
+    """
+
+    #: Hosts remembered at most; a broker client calls two (token and API).
+    MAX_HOSTS: Final = 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Off: the environment is read here, once per host, not by requests per call.
+        self.trust_env = False
+        self._environment: dict[str, tuple[dict[str, str], str | None]] = {}
+        self._environment_lock = threading.Lock()
+
+    def environment_for(self, url: str) -> tuple[dict[str, str], str | None]:
+        """The environment's proxies for ``url`` and its CA bundle (``None``: none named)."""
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+        found = self._environment.get(origin)
+        if found is None:
+            # requests' reading, as a trusting session does it per call.
+            found = (
+                requests.utils.get_environ_proxies(url, no_proxy=None),
+                os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or None,
+            )
+            with self._environment_lock:
+                if len(self._environment) < self.MAX_HOSTS:
+                    self._environment[origin] = found
+        return found
+
+    def merge_environment_settings(
+        self,
+        url: Any,
+        proxies: Any,
+        stream: Any,
+        verify: Any,
+        cert: Any,
+    ) -> Any:
+        url = url.decode() if isinstance(url, bytes) else str(url)
+        env_proxies, env_bundle = self.environment_for(url)
+        if proxies is not None and proxies.get("no_proxy"):
+            # A call's own NO_PROXY: read with it, for this call only (django-eid sets none).
+            env_proxies = requests.utils.get_environ_proxies(url, no_proxy=proxies["no_proxy"])
+        if proxies is not None:
+            for key, value in env_proxies.items():
+                proxies.setdefault(key, value)
+        if (verify is True or verify is None) and env_bundle:
+            verify = env_bundle
+        return super().merge_environment_settings(url, proxies, stream, verify, cert)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,35 @@ def test_credentials_are_hidden(text: str, expected: str) -> None:
     assert scrub(text, secrets=()) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Unicode case folding: the long s and the Kelvin sign match "s" and "k".
+        ("pa\u017fsword=hunter22&user=kari", f"pa\u017fsword={REDACTED}&user=kari"),
+        ("api\u212aey: abcdef123", f"api\u212aey: {REDACTED}"),
+        ("Authorization: Ba\u017fic dXNlcjpwYXNzd29yZA==", f"Authorization: Ba\u017fic {REDACTED}"),
+        # Digits of other scripts are digits to the patterns too.
+        (
+            "nummer \u0661\u0664\u0660\u0663\u0668\u0665\u0661\u0662\u0663\u0662\u0664",
+            f"nummer {REDACTED}",
+        ),
+        # Split over several strings of a JSON value, each one scrubbed whole.
+        ('{"a": "client_secret=abc-123", "b": "eyJhbGciOi.eyJzdWIi.sig"}', None),
+    ],
+)
+def test_texts_the_cheap_checks_must_not_skip(text: str, expected: str | None) -> None:
+    """What :func:`scrub` skips by a cheap look first (no six digits in a row, no ``eyJ``,
+    no credential word in an ASCII text) must never include what its patterns hide."""
+    if expected is None:
+        value = json.loads(text)
+        assert scrub_json(value, secrets=()) == {
+            "a": f"client_secret={REDACTED}",
+            "b": REDACTED,
+        }
+    else:
+        assert scrub(text, secrets=()) == expected
+
+
 @pytest.mark.django_db
 def test_the_configured_client_secret_is_hidden_in_each_of_its_forms() -> None:
     """Without ``secrets``, the settings' secret: as is, URL-encoded and as Basic credentials."""

@@ -1,0 +1,100 @@
+"""A broker that answers fixed v1 answers on loopback, in a process of its own (benchmark 3).
+
+``python -m benchmarks.canned_broker PORT`` serves, over HTTP/1.1 keep-alive:
+
+* ``POST /auth/oauth/connect/token``: one access token, valid for an hour;
+* ``POST /api/identification/session``: a new ``RequestId`` (a counter) and, as ``Url``,
+  the session's Success return URL already filled in (``[1]`` the ``RequestId``, ``[2]``
+  the ``ExternalReference``), so that following it is the person coming back identified;
+* ``GET /api/identification/session?requestId=...``: the sandbox's record of its first
+  built-in person, ``SUCCESS``, under that ``RequestId``.
+
+No checks, no state beyond the counter: what it costs is its own process's, and the
+process measuring the app pays only for the round trips, as it would to a real broker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from django_eid import vocabulary
+from django_eid.sandbox.broker import record_of
+from django_eid.sandbox.persons import builtin_persons
+
+TOKEN_PATH = "/auth" + vocabulary.TOKEN_PATH
+API_PATH = "/api" + vocabulary.SESSION_PATH
+TOKEN = b'{"access_token": "canned-access-token", "token_type": "Bearer", "expires_in": 3600}'
+_PLACEHOLDER = "RID-PLACEHOLDER"
+#: The record, split where the RequestId goes (ids are [0-9a-z-]: nothing to escape).
+_RECORD = json.dumps(record_of(builtin_persons().NORWEGIAN, _PLACEHOLDER)).split(_PLACEHOLDER)
+_ids = itertools.count(1)
+
+
+def settings(url: str, **extra: Any) -> dict[str, Any]:
+    """``DJANGO_EID`` for a client of the canned broker at ``url``."""
+    return {
+        "CLIENT_ID": "bench-client",
+        "CLIENT_SECRET": "bench-secret-0123456789",
+        "BASE_URL": f"{url}/api",
+        "AUTH_URL": f"{url}/auth",
+        "SCOPES": ["identify"],
+        "GET_SOCIAL_SECURITY_NUMBER": True,
+        **extra,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY the body waits for
+    # the client's delayed ACK (40 ms on Linux) and every call would measure that.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = urlsplit(self.path).path
+        if path == TOKEN_PATH:
+            self._reply(200, TOKEN)
+        elif path == API_PATH:
+            request = json.loads(body)
+            request_id = f"canned-{next(_ids):012d}"
+            url = (
+                request["ReturnUrls"]["Success"]
+                .replace("[1]", request_id)
+                .replace("[2]", request["ExternalReference"])
+            )
+            self._reply(200, json.dumps({"Url": url, "RequestId": request_id}).encode())
+        else:
+            self._reply(404, b'{"message": "not found"}')
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        if parts.path == API_PATH:
+            request_id = parse_qs(parts.query)["requestId"][0]
+            self._reply(200, request_id.join(_RECORD).encode())
+        else:
+            self._reply(404, b'{"message": "not found"}')
+
+
+def main(port: int) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
