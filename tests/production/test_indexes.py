@@ -35,7 +35,6 @@ EXPECTED = {
         ("user_id", "status"),
         ("created_at",),
         ("created_at", "claimed_until"),
-        ("status", "created_at"),
         ("identity_provider", "created_at"),
         ("identity_provider_unique_id",),
         ("social_security_number_hash",),
