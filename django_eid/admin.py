@@ -84,7 +84,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
     further (:attr:`capped` when there are more). Pages end at ``COUNT_LIMIT`` rows.
     """
 
-    estimated = False
+    _estimated = False
 
     @cached_property
     def count(self) -> int:
@@ -94,7 +94,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
         if not queryset.query.where:
             estimate = estimated_rows(queryset)
             if estimate is not None and estimate > COUNT_LIMIT:
-                self.estimated = True
+                self._estimated = True
                 return estimate
         # COUNT(*) over a LIMITed subquery of primary keys: no join, no sort, and at most
         # COUNT_LIMIT + 1 index entries read.
@@ -102,12 +102,19 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
         return counted
 
     @property
+    def estimated(self) -> bool:
+        """:attr:`count` is PostgreSQL's estimate of an unfiltered table's rows."""
+        self.count  # noqa: B018  (computed first: it decides)
+        return self._estimated
+
+    @property
     def capped(self) -> bool:
         """More rows than were counted: :attr:`count` is ``COUNT_LIMIT + 1``."""
-        return not self.estimated and self.count > COUNT_LIMIT
+        return self.count > COUNT_LIMIT and not self.estimated
 
     @property
     def exact(self) -> bool:
+        """:attr:`count` is the number of rows."""
         return not self.estimated and not self.capped
 
     @property
@@ -168,8 +175,8 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "completed_at",
     )
     # Choices known without a query (the status choices, the providers' lists, fixed date
-    # ranges), each served by an index ordered by created_at. Not "display": iframe rows
-    # may be rare, and a filter on a rare value without an index reads the whole table.
+    # ranges), each served by an index (docs/reference/models.md, "The admin"). Not
+    # "display": iframe rows may be rare, and a rare value no index has reads the table.
     list_filter = ("status", ProviderFilter, "created_at")
     list_select_related = ("user",)
     # Newest first, by the created_at index; no sort by a column without one.
