@@ -1,20 +1,166 @@
 """Admin of identifications: everything read-only, the national identity number masked,
-the broker's texts scrubbed (:mod:`django_eid.scrub`)."""
+the broker's texts scrubbed (:mod:`django_eid.scrub`).
+
+The list stays fast at millions of rows (docs/reference/models.md, "The admin"): no full
+``COUNT(*)`` (the planner's estimate, or a count that stops past :data:`COUNT_LIMIT`),
+filters whose choices are known without a query, each served by an index, and a search of
+exact values on indexed columns only.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, Final
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
-from django.db.models import QuerySet
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.scrub import scrub, scrub_json
+
+#: The most rows the list counts, and pages through: a count stops past it (the list shows
+#: "more than 10000"), and the pages end there (an ``OFFSET`` reads every row it skips).
+#: Narrow the list with a filter or a search to reach older rows.
+COUNT_LIMIT: Final = 10_000
+
+#: The lookups a changelist URL may filter by: the filters' and a user's rows, each served by
+#: an index. Django's admin allows any column's in the URL (``?name__icontains=``), each a
+#: read of the whole table.
+FILTER_LOOKUPS: Final = frozenset(
+    {
+        "status__exact",
+        "identity_provider",
+        "created_at__gte",
+        "created_at__lt",
+        "user",
+        "user__exact",
+        "user__id__exact",
+    }
+)
+
+#: The most user accounts a search of a username or an e-mail address matches.
+MAX_SEARCHED_USERS: Final = 100
+
+
+def estimated_rows(queryset: QuerySet[Any]) -> int | None:
+    """PostgreSQL's estimate of the rows of ``queryset``'s table, or ``None`` elsewhere.
+
+    The planner's own: the row density of the last ``ANALYZE`` (autovacuum runs it) times
+    the table's current size, so rows added since count too. ``None`` when the table was
+    never analyzed.
+    """
+    connection = connections[queryset.db]
+    if connection.vendor != "postgresql":
+        return None
+    table = connection.ops.quote_name(queryset.model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT CASE WHEN relpages > 0 THEN reltuples / relpages"
+            " * (pg_relation_size(oid) / current_setting('block_size')::integer)"
+            " ELSE reltuples END FROM pg_class WHERE oid = %s::regclass",
+            [table],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[0] < 0:  # -1: never analyzed
+        return None
+    return int(row[0])
+
+
+class CappedPaginator(Paginator):  # type: ignore[type-arg]
+    """A paginator that never counts a whole large table.
+
+    Unfiltered on PostgreSQL, :attr:`count` is the planner's estimate of the table's rows
+    (:attr:`estimated`); otherwise rows are counted up to ``COUNT_LIMIT + 1`` and no
+    further (:attr:`capped` when there are more). Pages end at ``COUNT_LIMIT`` rows.
+    """
+
+    _estimated = False
+
+    @cached_property
+    def count(self) -> int:
+        queryset = self.object_list
+        if not isinstance(queryset, QuerySet):
+            return super().count
+        if not queryset.query.where:
+            estimate = estimated_rows(queryset)
+            if estimate is not None and estimate > COUNT_LIMIT:
+                self._estimated = True
+                return estimate
+        # COUNT(*) over a LIMITed subquery of primary keys: no join, no sort, and at most
+        # COUNT_LIMIT + 1 index entries read.
+        counted: int = queryset.order_by().values("pk")[: COUNT_LIMIT + 1].count()
+        return counted
+
+    @property
+    def estimated(self) -> bool:
+        """:attr:`count` is PostgreSQL's estimate of an unfiltered table's rows."""
+        self.count  # noqa: B018  (computed first: it decides)
+        return self._estimated
+
+    @property
+    def capped(self) -> bool:
+        """More rows than were counted: :attr:`count` is ``COUNT_LIMIT + 1``."""
+        return self.count > COUNT_LIMIT and not self.estimated
+
+    @property
+    def exact(self) -> bool:
+        """:attr:`count` is the number of rows."""
+        return not self.estimated and not self.capped
+
+    @property
+    def count_label(self) -> str:
+        """The count as the list shows it: ``"42"``, ``"about 1000000"``, ``"more than 10000"``."""
+        if self.estimated:
+            return str(_("about %(count)s") % {"count": self.count})
+        if self.capped:
+            return str(_("more than %(count)s") % {"count": COUNT_LIMIT})
+        return str(self.count)
+
+    @cached_property
+    def num_pages(self) -> int:
+        # The pages up to COUNT_LIMIT rows; deeper ones are reached through a filter.
+        pages: int = super().num_pages
+        return min(pages, max(1, math.ceil(COUNT_LIMIT / self.per_page)))
+
+
+class IdentificationChangeList(ChangeList):
+    def get_ordering_field(self, field_name: Any) -> Any:
+        # Django sorts by whichever column of list_display the URL names (?o=4), not only
+        # those of sortable_by; a sort without an index reads and sorts the whole table.
+        if self.sortable_by is not None and field_name not in self.sortable_by:
+            return None
+        return super().get_ordering_field(field_name)
+
+
+class ProviderFilter(admin.SimpleListFilter):
+    """The identity providers: those the settings name, then those the configured broker
+    API publishes; no ``SELECT DISTINCT`` over the table."""
+
+    title = _("identity provider")
+    parameter_name = "identity_provider"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        configured = [eid_settings.IDENTITY_PROVIDER, *(eid_settings.ALLOWED_PROVIDERS or ())]
+        names = [
+            *configured,
+            *eid_settings.broker_api.published_providers,
+            self.value(),  # a provider chosen by URL that no list names (another API's)
+        ]
+        return [(name, name) for name in dict.fromkeys(names) if name]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(identity_provider=value) if value else queryset
 
 
 @admin.register(Identification)
@@ -28,9 +174,21 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "created_at",
         "completed_at",
     )
-    list_filter = ("status", "identity_provider", "display")
+    # Choices known without a query (the status choices, the providers' lists, fixed date
+    # ranges), each served by an index (docs/reference/models.md, "The admin"). Not
+    # "display": iframe rows may be rare, and a rare value no index has reads the table.
+    list_filter = ("status", ProviderFilter, "created_at")
     list_select_related = ("user",)
-    date_hierarchy = "created_at"
+    # Newest first, by the created_at index; no sort by a column without one.
+    ordering = ("-created_at",)
+    sortable_by = ("pk", "created_at")
+    paginator = CappedPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    search_help_text = _(
+        "Exact match: the reference, the broker request id, the user's username or e-mail "
+        "address, or the provider's unique id of a verified identification."
+    )
     # The broker's texts are shown through the scrubbing methods below, never as stored.
     exclude = (
         "social_security_number",
@@ -67,17 +225,36 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        # The user model is the site's: search its login and e-mail fields, whatever
-        # they are called (a bank's USERNAME_FIELD may be a customer number).
-        user_model = get_user_model()
-        user_fields = []
-        for name in dict.fromkeys((user_model.USERNAME_FIELD, user_model.get_email_field_name())):
-            try:
-                user_model._meta.get_field(name)
-            except FieldDoesNotExist:
-                continue
-            user_fields.append(f"user__{name}")
-        return (*user_fields, "name", "first_name", "last_name")
+        # What the search box searches is get_search_results' (exact values on indexed
+        # columns); a non-empty tuple shows the box.
+        return ("reference", "request_id", "user", "identity_provider_unique_id")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Identification], search_term: str
+    ) -> tuple[QuerySet[Identification], bool]:
+        # Exact values only, each found by an index: a LIKE '%q%' reads every row. The
+        # national identity number is never searched (it would be in the URL).
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = (
+            Q(reference=term)
+            | Q(request_id=term)
+            | Q(status=Identification.Status.SUCCESS, identity_provider_unique_id=term)
+        )
+        users = searched_users(term)
+        if users:
+            # The ids as literals, not a subquery: OR'ed with the other columns, each arm
+            # stays an index scan.
+            match |= Q(user__in=users)
+        return queryset.filter(match), False
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        # Any other is refused (400), rather than run over the whole table.
+        return lookup in FILTER_LOOKUPS and super().lookup_allowed(lookup, value, request)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return IdentificationChangeList
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Identification]:
         # The list never shows the number: do not decrypt a page of them. The detail page
@@ -110,3 +287,22 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Viewing needs the view permission; nobody edits a verified identity by hand.
         return False
+
+
+def searched_users(term: str) -> list[Any]:
+    """The pks of the accounts whose login (``USERNAME_FIELD``) or e-mail address is exactly
+    ``term``; the e-mail only when ``term`` has an ``@`` (Django's ``User`` has no index on
+    it: each such search reads the user table)."""
+    user_model = get_user_model()
+    match = Q()
+    for name in dict.fromkeys((user_model.USERNAME_FIELD, user_model.get_email_field_name())):
+        try:
+            user_model._meta.get_field(name)
+        except FieldDoesNotExist:
+            continue
+        if name == user_model.USERNAME_FIELD or "@" in term:
+            match |= Q(**{name: term})
+    if not match:
+        return []
+    pks = user_model._default_manager.filter(match).values_list("pk", flat=True)
+    return list(pks[:MAX_SEARCHED_USERS])

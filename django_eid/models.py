@@ -309,6 +309,12 @@ class Identification(models.Model):
                 name="django_eid_pending_due",
                 condition=models.Q(status="PENDING"),
             ),
+            # The admin's provider filter: a provider's rows newest first, and their capped
+            # count, without reading the table (a provider with few rows or none would
+            # otherwise walk all of it). The status filter reads (user, status) instead.
+            models.Index(
+                fields=["identity_provider", "created_at"], name="django_eid_provider_created"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -35,6 +35,7 @@ EXPECTED = {
         ("user_id", "status"),
         ("created_at",),
         ("created_at", "claimed_until"),
+        ("identity_provider", "created_at"),
         ("identity_provider_unique_id",),
         ("social_security_number_hash",),
     },
