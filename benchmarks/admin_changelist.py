@@ -18,24 +18,24 @@ import sys
 import time
 
 
-def configure(database_url: str) -> None:
+def configure(database_url: str, name: str = "eid_admin_bench") -> None:
     base, _, _name = database_url.rpartition("/")
-    os.environ["DATABASE_URL"] = f"{base}/eid_admin_bench"
+    os.environ["DATABASE_URL"] = f"{base}/{name}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import psycopg
 
     with psycopg.connect(database_url, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = 'eid_admin_bench'"
-        ).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
-            conn.execute("CREATE DATABASE eid_admin_bench")
+            conn.execute(f'CREATE DATABASE "{name}"')
     import django
 
     django.setup()
 
 
-def fill(rows: int) -> None:
+def fill(rows: int, users: int | None = None) -> None:
+    """``rows`` identifications (kept if there already are as many) of ``users`` users
+    (default: a tenth as many as rows)."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.utils import timezone
@@ -46,7 +46,7 @@ def fill(rows: int) -> None:
     if have >= rows:
         return
     user_model = get_user_model()
-    users = max(1, rows // 10)
+    users = users or max(1, rows // 10)
     user_model.objects.bulk_create(
         (
             user_model(username=f"user-{i}", email=f"user-{i}@example.com", password="!")
@@ -106,7 +106,8 @@ PAGES: dict[str, dict[str, str]] = {
 }
 
 
-def measure(repeat: int) -> None:
+def measure(repeat: int) -> dict[str, dict[str, float | int]]:
+    """Print, and return, each page's median time, SQL time, query count and status."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
@@ -128,6 +129,7 @@ def measure(repeat: int) -> None:
     url = "/admin/django_eid/identification/"
     client.get(url)  # warm the caches, the templates
     print(f"{'page':28} {'median ms':>10} {'SQL ms':>8} {'queries':>8}  status")
+    figures: dict[str, dict[str, float | int]] = {}
     for label, params in PAGES.items():
         times, sql_times = [], []
         status = 0
@@ -141,6 +143,13 @@ def measure(repeat: int) -> None:
             f"{label:28} {statistics.median(times):10.1f} {statistics.median(sql_times):8.1f}"
             f" {len(captured.captured_queries):8d}  {status}"
         )
+        figures[label] = {
+            "median_ms": round(statistics.median(times), 1),
+            "sql_ms": round(statistics.median(sql_times), 1),
+            "queries": len(captured.captured_queries),
+            "status": status,
+        }
+    return figures
 
 
 def main() -> int:
