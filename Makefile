@@ -12,6 +12,7 @@
 #   make messages          refresh and compile the translation catalogs (needs GNU gettext)
 #   make demo              example project on http://127.0.0.1:8000/ (DEMO_PORT=8001: another port)
 #   make bench             benchmarks
+#   make bench-million     the million-identification benchmark (long)
 #   make services-start / services-stop
 #   make clean / distclean
 #
@@ -26,7 +27,7 @@ PRODUCTION ?= auto
 export PRODUCTION
 
 .DEFAULT_GOAL := test
-.PHONY: venv lint test test-sqlite test-production docs tox screenshots messages demo bench \
+.PHONY: venv lint test test-sqlite test-production docs tox screenshots messages demo bench bench-million \
 	services-start services-stop clean distclean
 
 # --- environment ----------------------------------------------------------------
@@ -128,6 +129,10 @@ demo: $(VENV)/.installed-demo
 
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks
+
+# Issue 15's million identifications (docs/benchmarks.md): a run of its own, 15+ minutes.
+bench-million: $(VENV)/.installed-bench
+	$(PY) -m benchmarks.million
 
 services-start:
 	.ci/services.sh start

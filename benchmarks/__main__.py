@@ -1,7 +1,8 @@
 """``python -m benchmarks [names...] [--quick]``: run the benchmarks, write results/latest.json.
 
-Names: token, connections, app, load, outage, reconcile, pending (default: all seven, in
-that order).
+Names: token, connections, app, load, outage, reconcile, pending (the default: these
+seven, in that order), and million (issue 15's million identifications: a run of its own,
+``make bench-million``, since it takes longer than the seven together).
 PostgreSQL and Redis come from ``DATABASE_URL`` / ``EID_TEST_REDIS_URL``, or
 are started with ``.ci/services.sh start``. See docs/benchmarks.md.
 """
@@ -19,7 +20,8 @@ from typing import Any
 
 from benchmarks.common import RESULTS, ROOT, log, machine, services_env, with_database
 
-NAMES = ("token", "connections", "app", "load", "outage", "reconcile", "pending")
+DEFAULT = ("token", "connections", "app", "load", "outage", "reconcile", "pending")
+NAMES = (*DEFAULT, "million")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         "--output", default=str(RESULTS / "latest.json"), help="where to write the results"
     )
     args = parser.parse_args(argv)
-    names = args.names or list(NAMES)
+    names = args.names or list(DEFAULT)
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
@@ -102,9 +104,32 @@ def _run(name: str, quick: bool, services: dict[str, str]) -> dict[str, Any]:
         from benchmarks import pending_limit
 
         return pending_limit.run(quick, services)
+    if name == "million":
+        return _million(quick, services)
     from benchmarks import outage
 
     return outage.run(quick, services)
+
+
+def _million(quick: bool, services: dict[str, str]) -> dict[str, Any]:
+    """benchmarks.million in a process of its own: it sets Django up on its own database."""
+    import subprocess
+    import tempfile
+
+    from benchmarks.common import PYTHON
+
+    with tempfile.TemporaryDirectory() as tmp:
+        output = os.path.join(tmp, "million.json")
+        rows = "100000" if quick else "1000000"
+        subprocess.run(
+            [PYTHON, "-m", "benchmarks.million", "--rows", rows, "--output", output],
+            env={**os.environ, **services},
+            cwd=ROOT,
+            check=True,
+        )
+        with open(output) as fh:
+            result: dict[str, Any] = json.load(fh)["million"]
+    return result
 
 
 if __name__ == "__main__":
