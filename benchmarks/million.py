@@ -261,6 +261,20 @@ def longest_transaction(dbname: str) -> Iterator[dict[str, float]]:
         thread.join()
 
 
+def _commits(dbname: str) -> int:
+    """Transactions committed in ``dbname`` so far (statistics of ended backends)."""
+    import psycopg
+
+    time.sleep(1)  # backends flush their statistics at most every second, and at exit
+    with psycopg.connect(**postgres_params(os.environ["DATABASE_URL"])) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        (count,) = conn.execute(
+            "SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database WHERE datname = %s",
+            [dbname],
+        ).fetchone()
+    return int(count)
+
+
 def command(dbname: str, args: list[str], settings: str = "tests.settings") -> dict[str, Any]:
     """Run ``python -m django <args>`` on database ``dbname``: time, peak RSS, transaction."""
     env = {
@@ -269,6 +283,10 @@ def command(dbname: str, args: list[str], settings: str = "tests.settings") -> d
         "DJANGO_SETTINGS_MODULE": settings,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
+    from django.db import connections
+
+    connections.close_all()  # this process's own statements are not the command's
+    commits_before = _commits(dbname)
     with longest_transaction(dbname) as seen:
         began = time.monotonic()
         proc = subprocess.run(
@@ -285,6 +303,9 @@ def command(dbname: str, args: list[str], settings: str = "tests.settings") -> d
         raise RuntimeError(f"{' '.join(args)} exited with {proc.returncode}:\n{output[-2000:]}")
     figures = {
         "args": args,
+        # Transactions committed in the database during the run: a batched run commits one
+        # per batch (and a few of its own); one transaction for everything would be ~1.
+        "commits": _commits(dbname) - commits_before,
         "seconds": round(seconds, 2),
         "peak_rss_mb": round(int(output.split()[-1]) / 1024, 1),  # kilobytes on Linux
         "longest_transaction_s": round(seen["seconds"], 3),
@@ -292,7 +313,8 @@ def command(dbname: str, args: list[str], settings: str = "tests.settings") -> d
     }
     log(
         f"  {' '.join(args):<58} {figures['seconds']:8.2f} s  {figures['peak_rss_mb']:6.1f} MB"
-        f"  longest transaction {figures['longest_transaction_s']:.3f} s"
+        f"  longest transaction {figures['longest_transaction_s']:.3f} s,"
+        f" {figures['commits']} commits"
     )
     return figures
 
