@@ -111,19 +111,11 @@ def no_digits_of_the_number(text: str) -> bool:
     return SSN not in "".join(c for c in text if c.isdigit())
 
 
-@pytest.fixture
-def superuser_client(django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_superuser("root", "root@example.com", "pw-root")
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_an_error_message_quoting_the_number_is_stored_and_shown_scrubbed(
     start: Callable[..., Started],
     broker: Broker,
     alice_client: Client,
-    superuser_client: Client,
+    admin_client: Client,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -141,7 +133,7 @@ def test_an_error_message_quoting_the_number_is_stored_and_shown_scrubbed(
     for text in (row.error_message, json.dumps(row.raw), page.content.decode()):
         assert no_digits_of_the_number(text)
         assert CLIENT_SECRET not in text
-    admin = superuser_client.get(f"/admin/django_eid/identification/{row.pk}/change/")
+    admin = admin_client.get(f"/admin/django_eid/identification/{row.pk}/change/")
     assert "Certificate of *** blocked" in admin.content.decode()
     assert no_digits_of_the_number(admin.content.decode())
     assert no_digits_of_the_number(everything_logged(caplog))
@@ -184,9 +176,7 @@ def test_a_number_anywhere_in_any_api_s_record_is_stored_scrubbed(
     assert no_digits_of_the_number(json.dumps(row.raw))
 
 
-def test_the_admin_scrubs_rows_stored_before_the_scrubber(
-    alice: Any, superuser_client: Client
-) -> None:
+def test_the_admin_scrubs_rows_stored_before_the_scrubber(alice: Any, admin_client: Client) -> None:
     row = Identification.objects.create(
         user=alice,
         status=Identification.Status.ERROR,
@@ -194,7 +184,7 @@ def test_the_admin_scrubs_rows_stored_before_the_scrubber(
         raw={"Error": {"ErrorMessage": f"blocked {SSN}"}},
         metadata={"ssn": SSN},
     )
-    html = superuser_client.get(f"/admin/django_eid/identification/{row.pk}/change/")
+    html = admin_client.get(f"/admin/django_eid/identification/{row.pk}/change/")
     assert html.status_code == 200
     assert "blocked ***" in html.content.decode()
     assert SSN not in html.content.decode()
