@@ -35,6 +35,15 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     # The eID Hub's account, and the attributes its sessions ask for (None: django-eid's).
     "ACCOUNT_ID": None,
     "REQUESTED_ATTRIBUTES": None,
+    # OpenID Connect brokers (BROKER_API "oidc"): the broker's preset and the client's keys.
+    "OIDC_PRESET": None,
+    "OIDC_ISSUER": None,
+    "OIDC_PRIVATE_KEY": None,
+    "OIDC_PRIVATE_KEY_ID": None,
+    "OIDC_PAR": None,
+    "OIDC_REDIRECT_URI": None,
+    "OIDC_ACR_VALUES": None,
+    "OIDC_LOGIN_HINT": None,
     "TIMEOUT": 10,
     "TOKEN_CACHE": "default",
     "CA_BUNDLE": None,
@@ -63,6 +72,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "API_EXPOSE_SOCIAL_SECURITY_NUMBER": False,
     # Site rules applied before an identity is stored as verified.
     "MIN_AGE": None,
+    # The lowest level of assurance stored as verified: "low", "substantial" or "high".
+    "MIN_LOA": None,
     # Pre-fill the account's person's number at the broker for a same_person gate.
     "PREFILL_SAME_PERSON": False,
     # Personal data.
@@ -157,6 +168,40 @@ class EidSettings:
     def REQUESTED_ATTRIBUTES(self) -> tuple[str, ...] | None:
         value = self.raw("REQUESTED_ATTRIBUTES")
         return None if value is None else tuple(str(a) for a in value)
+
+    # -- OpenID Connect ----------------------------------------------------
+    @property
+    def OIDC_PRESET(self) -> str | None:
+        return str(self.raw("OIDC_PRESET")) if self.raw("OIDC_PRESET") else None
+
+    @property
+    def OIDC_ISSUER(self) -> str:
+        return str(self.raw("OIDC_ISSUER") or "")
+
+    @property
+    def OIDC_PRIVATE_KEY(self) -> str:
+        return str(self.raw("OIDC_PRIVATE_KEY") or "")
+
+    @property
+    def OIDC_PRIVATE_KEY_ID(self) -> str:
+        return str(self.raw("OIDC_PRIVATE_KEY_ID") or "")
+
+    @property
+    def OIDC_PAR(self) -> bool | None:
+        value = self.raw("OIDC_PAR")
+        return None if value is None else bool(value)
+
+    @property
+    def OIDC_REDIRECT_URI(self) -> str | None:
+        return str(self.raw("OIDC_REDIRECT_URI")) if self.raw("OIDC_REDIRECT_URI") else None
+
+    @property
+    def OIDC_ACR_VALUES(self) -> str | None:
+        return str(self.raw("OIDC_ACR_VALUES")) if self.raw("OIDC_ACR_VALUES") else None
+
+    @property
+    def OIDC_LOGIN_HINT(self) -> str | None:
+        return str(self.raw("OIDC_LOGIN_HINT")) if self.raw("OIDC_LOGIN_HINT") else None
 
     @property
     def TIMEOUT(self) -> float:
@@ -262,6 +307,11 @@ class EidSettings:
     def MIN_AGE(self) -> int | None:
         value = self.raw("MIN_AGE")
         return None if value is None else int(value)
+
+    @property
+    def MIN_LOA(self) -> str | None:
+        value = self.raw("MIN_LOA")
+        return str(value) if value else None
 
     @property
     def PREFILL_SAME_PERSON(self) -> bool:
