@@ -553,6 +553,8 @@ class ReturnView(ApiView):
                 params=params,
                 browser_holds=started_here,
                 request=request,
+                # The one redirect URI of OpenID Connect, as the start sent it.
+                return_url=request.build_absolute_uri(reverse("django_eid:oidc-callback")),
             )
         except flow.Refused as refused:
             raise Problem.refused(refused) from None

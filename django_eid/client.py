@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote_plus
 
@@ -87,7 +87,7 @@ class EidClient:
         self.tokens = TokenStore(
             s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
         )
-        self.api = s.broker_api(self._api, s)
+        self.api = s.broker_api(self._api, s, transport=self.transport)
 
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters.
@@ -202,6 +202,26 @@ class EidClient:
         is the one asked for (the published schema requires no field of it).
         """
         record = self.api.get_session(request_id, metadata=metadata)
+        if record.request_id is None:
+            return dataclasses.replace(record, request_id=request_id)
+        if record.request_id != request_id:
+            raise EidProtocolError("get_session answered the record of another session")
+        return record
+
+    @_within_timeout
+    def record_of_return(
+        self,
+        request_id: str,
+        *,
+        external_id: str,
+        params: Mapping[str, Sequence[str]],
+        return_url: str,
+    ) -> IdentificationRecord:
+        """The record of a session its user came back from (:meth:`get_session` for the
+        REST APIs; the exchange of the return's code for OpenID Connect)."""
+        record = self.api.record_of_return(
+            request_id, external_id=external_id, params=params, return_url=return_url
+        )
         if record.request_id is None:
             return dataclasses.replace(record, request_id=request_id)
         if record.request_id != request_id:

@@ -87,6 +87,11 @@ class EidProtocolError(EidError):
     """A 2xx answer that is not the JSON the contract promises."""
 
 
+class IdTokenInvalid(EidProtocolError):
+    """An OpenID provider's ``id_token`` (or signed userinfo) failed validation: its
+    signature, algorithm, issuer, audience, lifetime, nonce or required claims."""
+
+
 class IdentificationRejected(Exception):
     """Raise from an ``identification_verifying`` receiver to refuse the identity.
 

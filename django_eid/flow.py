@@ -49,6 +49,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from django_eid import claims, crypto, outcomes, signals
 from django_eid.brokers import ReturnUrls, broker_api
+from django_eid.brokers.oidc_presets import level_rank
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import (
@@ -266,7 +267,12 @@ def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
     def url(name: str) -> str:
         return absolute(reverse(f"django_eid:{name}", args=[reference]))
 
-    return ReturnUrls(success=url(SUCCESS), abort=url(ABORT), error=url(ERROR))
+    return ReturnUrls(
+        success=url(SUCCESS),
+        abort=url(ABORT),
+        error=url(ERROR),
+        callback=absolute(reverse("django_eid:oidc-callback")),
+    )
 
 
 # -- 1. start -----------------------------------------------------------------------------------
@@ -529,12 +535,15 @@ def return_to(
     params: Mapping[str, Sequence[str]],
     browser_holds: bool,
     request: HttpRequest | None = None,
+    return_url: str = "",
 ) -> Returned:
     """The user came back to the ``kind`` return URL (``success``, ``abort`` or ``error``).
 
     ``params`` are the URL's query parameters (each a list of values); ``browser_holds``
     says whether this browser started the identification and has not used it yet (the
-    front end's one-time state). A row already finished (a reload, the back button, a
+    front end's one-time state); ``return_url`` the absolute URL the user came back to,
+    without its query (OpenID Connect sends it to the token endpoint again). A row already
+    finished (a reload, the back button, a
     second tab, expiry) is returned as it is, nothing fetched or sent again.
 
     A late return (the row is older than ``SESSION_MAX_AGE``) is decided by the broker's
@@ -564,7 +573,7 @@ def return_to(
             return Returned(row, acted=False)
         return Returned(row, acted=abort(row, request))
     # Late or not: the broker's record decides (a stale SUCCESS is still the user's).
-    record = retrieve(row)
+    record = retrieve(row, params=params, return_url=return_url)
     if _undecided(row, record):
         if (is_expired(row) and expire(row)) or row.is_finished:
             return Returned(row, acted=False)
@@ -628,7 +637,13 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
     if row.is_finished:
         return Settled(row, "finished")
     stale = is_expired(row)
-    if eid_settings.COMPLETE_WITHOUT_CALLBACK == "never" or not row.request_id:
+    if (
+        eid_settings.COMPLETE_WITHOUT_CALLBACK == "never"
+        or not row.request_id
+        or not broker_api().settles_without_return
+    ):
+        # Nothing to ask the broker (an OpenID provider's identity comes only with the
+        # return's single-use code): the row waits for its return, or expires.
         return _expired_or(row, stale, "pending")
     if _seen_on_other_device(row):
         # The record will not change: do not fetch another person's identity again.
@@ -779,6 +794,23 @@ def finished_elsewhere(
     return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()
 
 
+def callback_return(params: Mapping[str, Sequence[str]]) -> tuple[str, str] | None:
+    """Which return, of which identification, a return to the one callback URL is (an API
+    whose broker sends every user back to one registered redirect URI: OpenID Connect):
+    ``(kind, reference)``, or ``None`` when it names no identification of this API.
+
+    The row is found by the return's ``state`` (its ``external_id``); :func:`return_to`
+    then checks it like any return: this user's, this browser's, ids matching.
+    """
+    api = broker_api()
+    kind = api.return_kind(params)
+    states = api.returned_ids(params).external_id
+    if kind is None or len(states) != 1 or not states[0] or len(states[0]) > PLACEHOLDER_MAX:
+        return None
+    row = Identification.objects.filter(external_id=states[0]).only("reference").first()
+    return (kind, row.reference) if row is not None else None
+
+
 def _ids_problem(row: Identification, params: Mapping[str, Sequence[str]]) -> str | None:
     """Why a return's ids do not name ``row``, or ``None``.
 
@@ -819,11 +851,21 @@ def _error_status(params: Mapping[str, Sequence[str]], record: IdentificationRec
     return fit("error_status", "".join(c for c in value if 32 < ord(c) < 127)) or "UNKNOWN"
 
 
-def retrieve(row: Identification) -> IdentificationRecord:
-    """The broker's record of ``row``'s session; :class:`Refused` (row unchanged) if unavailable."""
+def retrieve(
+    row: Identification,
+    *,
+    params: Mapping[str, Sequence[str]] | None = None,
+    return_url: str = "",
+) -> IdentificationRecord:
+    """The broker's record of ``row``'s session, with its return's query ``params`` and
+    URL when the user came back; :class:`Refused` (row unchanged) if unavailable."""
     assert row.request_id is not None
     try:
-        return get_client().get_session(row.request_id)
+        if params is None:
+            return get_client().get_session(row.request_id)
+        return get_client().record_of_return(
+            row.request_id, external_id=row.external_id, params=params, return_url=return_url
+        )
     except EidConfigurationError as err:
         logger.error("django-eid is not configured; see the system checks: %s", err)
         raise Refused(outcomes.NOT_AVAILABLE) from err
@@ -960,6 +1002,7 @@ def _has_rules(row: Identification) -> bool:
         row.same_person
         or eid_settings.ONE_ACCOUNT_PER_PERSON
         or eid_settings.MIN_AGE is not None
+        or eid_settings.MIN_LOA is not None
         or signals.identification_verifying.has_listeners(Identification)
     )
 
@@ -1018,6 +1061,10 @@ def _apply_rules(row: Identification, request: HttpRequest | None) -> None:
             claims.claim(row)
         except claims.PersonTaken:
             raise reject(outcomes.ONE_ACCOUNT_PER_PERSON) from None
+    min_loa = eid_settings.MIN_LOA
+    if min_loa is not None and level_rank(row.level_of_assurance) < level_rank(min_loa):
+        # A level the broker did not state is not high enough either.
+        raise reject(outcomes.LOA_TOO_LOW)
     min_age = eid_settings.MIN_AGE
     if min_age is not None:
         age = row.age

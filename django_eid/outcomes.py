@@ -239,6 +239,8 @@ ONE_ACCOUNT_PER_PERSON = "ONE_ACCOUNT_PER_PERSON"
 NOT_SAME_PERSON = "NOT_SAME_PERSON"
 MIN_AGE = "MIN_AGE"
 AGE_UNKNOWN = "AGE_UNKNOWN"
+#: The identification's level of assurance is below ``MIN_LOA`` (or not stated).
+LOA_TOO_LOW = "LOA_TOO_LOW"
 #: A receiver of ``identification_verifying`` or ``identification_succeeded`` said no.
 RECEIVER_REJECTED = "REJECTED"
 #: A receiver of ``identification_verifying`` crashed: the rules could not be applied.
@@ -253,6 +255,10 @@ _REJECTIONS: dict[str, Promise] = {
     AGE_UNKNOWN: _(
         "Your identification did not tell your date of birth, which this service needs to "
         "check your age."
+    ),
+    LOA_TOO_LOW: _(
+        "Your eID does not give the level of assurance this service needs. Please identify "
+        "with another eID."
     ),
 }
 

@@ -16,6 +16,8 @@ urlpatterns = [
     path("return/<str:reference>/success/", views.SuccessView.as_view(), name="success"),
     path("return/<str:reference>/abort/", views.AbortView.as_view(), name="abort"),
     path("return/<str:reference>/error/", views.ErrorView.as_view(), name="error"),
+    # OpenID Connect's one redirect URI (BROKER_API "oidc"): register it at the provider.
+    path("oidc/callback/", views.OidcCallbackView.as_view(), name="oidc-callback"),
     path("result/<str:reference>/", views.ResultView.as_view(), name="result"),
     path("resume/<str:token>/", views.ResumeView.as_view(), name="resume"),
     path("api/identifications/", api.StartView.as_view(), name="api-start"),

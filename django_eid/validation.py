@@ -29,6 +29,8 @@ from django_eid.records import is_http_url
 from django_eid.vocabulary import LANGUAGES
 
 TOKEN_AUTH_METHODS: Final = ("basic", "post")
+#: With ``BROKER_API = "oidc"`` the client may also sign its own assertion (RFC 7523).
+OIDC_TOKEN_AUTH_METHODS: Final = (*TOKEN_AUTH_METHODS, "private_key_jwt")
 #: ``COMPLETE_WITHOUT_CALLBACK``: when a row may be finished without its browser's callback.
 COMPLETION_MODES: Final = ("same_device", "never")
 
@@ -54,6 +56,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_unknown_keys(s),
         *_broker(s),
         *_eid_hub(s),
+        *_oidc(s),
         *_settings_of_other_apis(s),
         *_token_cache(s),
         *_language_timeout_scopes(s),
@@ -93,7 +96,10 @@ def _broker(s: EidSettings) -> Iterator[Problem]:
         value = s.raw(key)
         if not value or not isinstance(value, str):
             yield Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required.")
+    oidc = api == "oidc"
     for key, pid, wid in (("BASE_URL", "E003", "W001"), ("AUTH_URL", "E004", "W002")):
+        if oidc:
+            break  # OIDC_ISSUER says where the provider is (E030)
         # Unset: the API's own default (v1 has none).
         value = s.raw(key) or getattr(s.broker_api, f"default_{key.lower()}")
         if not is_http_url(value):
@@ -109,11 +115,12 @@ def _broker(s: EidSettings) -> Iterator[Problem]:
                 f"DJANGO_EID['{key}'] uses http:// while DEBUG is False.",
                 "Use https:// in production; credentials and personal data cross this link.",
             )
-    if s.TOKEN_AUTH_METHOD not in TOKEN_AUTH_METHODS:
+    methods = OIDC_TOKEN_AUTH_METHODS if oidc else TOKEN_AUTH_METHODS
+    if s.TOKEN_AUTH_METHOD not in methods:
         yield Problem(
             "django_eid.E005",
             "error",
-            f"DJANGO_EID['TOKEN_AUTH_METHOD'] must be one of {', '.join(TOKEN_AUTH_METHODS)}.",
+            f"DJANGO_EID['TOKEN_AUTH_METHOD'] must be one of {', '.join(methods)}.",
         )
 
 
@@ -159,6 +166,76 @@ def _eid_hub(s: EidSettings) -> Iterator[Problem]:
             "For example ['name', 'dateOfBirth', 'idpId']; 'nin' is added when "
             "GET_SOCIAL_SECURITY_NUMBER is on.",
         )
+
+
+def _oidc(s: EidSettings) -> Iterator[Problem]:
+    """What an OpenID provider needs (``BROKER_API = "oidc"``), and MIN_LOA."""
+    from django_eid.brokers.oidc import private_key
+    from django_eid.brokers.oidc_presets import LEVELS, PRESET_NAMES
+
+    min_loa = s.raw("MIN_LOA")
+    if min_loa is not None and min_loa not in LEVELS:
+        yield Problem(
+            "django_eid.E034",
+            "error",
+            f"DJANGO_EID['MIN_LOA'] must be one of {', '.join(map(repr, LEVELS))} or None.",
+        )
+    oidc_keys = [k for k in DEFAULTS if k.startswith("OIDC_") and s.raw(k) not in (None, "")]
+    if s.raw("BROKER_API") != "oidc":
+        if oidc_keys and s.raw("BROKER_API") in API_NAMES:
+            yield Problem(
+                "django_eid.W024",
+                "warning",
+                f"DJANGO_EID[{oidc_keys[0]!r}] is set, but only BROKER_API 'oidc' uses it.",
+                f"Remove {', '.join(oidc_keys)}, or set BROKER_API = 'oidc'.",
+            )
+        return
+    issuer = s.raw("OIDC_ISSUER")
+    if not is_http_url(issuer) or urlsplit(issuer).query or urlsplit(issuer).fragment:
+        yield Problem(
+            "django_eid.E030",
+            "error",
+            "DJANGO_EID['OIDC_ISSUER'] must be the provider's issuer, an absolute http(s) URL "
+            "without query or fragment.",
+            "Exactly as the provider's discovery document spells 'issuer', e.g. "
+            "'https://yourdomain.idura.broker' or 'https://auth.bankid.no/auth/realms/prod'.",
+        )
+    elif urlsplit(issuer).scheme == "http" and not settings.DEBUG:
+        yield Problem(
+            "django_eid.W025",
+            "warning",
+            "DJANGO_EID['OIDC_ISSUER'] uses http:// while DEBUG is False.",
+            "Use the provider's https:// issuer in production.",
+        )
+    preset = s.raw("OIDC_PRESET")
+    if preset is not None and preset not in PRESET_NAMES:
+        yield Problem(
+            "django_eid.E031",
+            "error",
+            f"DJANGO_EID['OIDC_PRESET'] must be one of {', '.join(map(repr, PRESET_NAMES))} "
+            "or None (a generic OpenID provider).",
+        )
+    if s.TOKEN_AUTH_METHOD == "private_key_jwt":  # noqa: S105  (a method name)
+        try:
+            private_key(str(s.raw("OIDC_PRIVATE_KEY") or ""))
+        except Exception:
+            yield Problem(
+                "django_eid.E032",
+                "error",
+                "DJANGO_EID['OIDC_PRIVATE_KEY'] must be an RSA or EC private key in PEM with "
+                "TOKEN_AUTH_METHOD 'private_key_jwt'.",
+                "Register its public key (as a JWK) with the provider, and set "
+                "OIDC_PRIVATE_KEY_ID to the key's kid there.",
+            )
+    for key in ("OIDC_REDIRECT_URI",):
+        value = s.raw(key)
+        if value is not None and not is_http_url(value):
+            yield Problem(
+                "django_eid.E033",
+                "error",
+                f"DJANGO_EID[{key!r}] must be an absolute http(s) URL or None.",
+                "The URL of django_eid:oidc-callback exactly as registered at the provider.",
+            )
 
 
 def _names(value: object, pattern: re.Pattern[str]) -> bool:

@@ -316,7 +316,7 @@ class CallbackView(View):
     """
 
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
-    kind: ClassVar[str]
+    kind: str
     interstitial_template_name = "django_eid/interstitial.html"
     frame_exit_template_name = "django_eid/frame_exit.html"
     elsewhere_template_name = "django_eid/elsewhere.html"
@@ -329,6 +329,13 @@ class CallbackView(View):
         except SuspiciousOperation:
             # More parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS: never a broker's.
             return render_outcome(request, outcomes.MALFORMED_LINK)
+        return self.handle(request, self.kind, reference, params)
+
+    def handle(
+        self, request: HttpRequest, kind: str, reference: str, params: dict[str, list[str]]
+    ) -> HttpResponse:
+        """The return ``kind`` of ``reference``, with the URL's query ``params``."""
+        self.kind = kind
         if not request.user.is_authenticated:
             return self.without_session(request, reference, params)
         try:
@@ -339,6 +346,7 @@ class CallbackView(View):
                 params=params,
                 browser_holds=state.holds(request, reference),
                 request=request,
+                return_url=request.build_absolute_uri(request.path),
             )
         except flow.Refused as refused:
             if refused.outcome is outcomes.NOT_THIS_BROWSER:
@@ -448,6 +456,28 @@ class ErrorView(CallbackView):
     """The broker ended the session with an error; ``status`` carries ``[0]``."""
 
     kind = flow.ERROR
+
+
+class OidcCallbackView(CallbackView):
+    """The one redirect URI of an OpenID provider (``BROKER_API = "oidc"``): the return's
+    ``state`` names the identification, its ``code`` or ``error`` which return it is."""
+
+    kind = flow.SUCCESS
+
+    def get(self, request: HttpRequest, reference: str = "") -> HttpResponse:
+        try:
+            params = dict(request.GET.lists())
+        except SuspiciousOperation:
+            return render_outcome(request, outcomes.MALFORMED_LINK)
+        found = flow.callback_return(params)
+        if found is None:
+            return render_outcome(request, outcomes.INVALID_LINK)
+        kind, reference = found
+        return self.handle(request, kind, reference, params)
+
+    def on_finished(self, request: HttpRequest, row: Identification) -> None:
+        if self.kind == flow.ABORT:
+            AbortView.on_finished(self, request, row)  # type: ignore[arg-type]
 
 
 @method_decorator(never_cache, name="dispatch")

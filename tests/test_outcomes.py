@@ -46,6 +46,12 @@ REJECTIONS = {
         "Identifiseringen din oppga ikke fødselsdatoen din, som denne tjenesten trenger for å "
         "kontrollere alderen din.",
     ),
+    "LOA_TOO_LOW": (
+        "Your eID does not give the level of assurance this service needs. Please identify "
+        "with another eID.",
+        "eID-en din gir ikke sikkerhetsnivået denne tjenesten krever. Identifiser deg med en "
+        "annen eID.",
+    ),
     "MIN_AGE": (
         "You must be at least 18 years old to use this service.",
         "Du må være minst 18 år gammel for å bruke denne tjenesten.",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Final
 from urllib.parse import quote, urlsplit
 
 from django_eid.records import CreatedSession, IdentificationRecord
-from django_eid.transport import Answer
+from django_eid.transport import Answer, Transport
 
 if TYPE_CHECKING:
     from django_eid.conf import EidSettings
@@ -39,6 +39,9 @@ class ReturnUrls:
     success: str
     abort: str
     error: str
+    #: The one URL of an API whose broker sends every user back to one registered
+    #: redirect URI (OpenID Connect's ``django_eid:oidc-callback``).
+    callback: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,19 @@ class BrokerApi(ABC):
     #: Whether :meth:`session_done` asks a call without personal data (else it answers
     #: ``None`` and the record is asked: :func:`django_eid.flow.settle_if_due` asks less often).
     status_call: ClassVar[bool] = False
+    #: Whether a session's record can be had without the user's return (the REST APIs:
+    #: by its id); OpenID Connect's identity comes only with the return's code, so its
+    #: rows are not settled without it (:func:`django_eid.flow.settle`).
+    settles_without_return: ClassVar[bool] = True
 
-    def __init__(self, call: ApiCall, settings: EidSettings) -> None:
+    def __init__(
+        self, call: ApiCall, settings: EidSettings, *, transport: Transport | None = None
+    ) -> None:
         self.call = call
         self.settings = settings
         self.base_url = settings.BASE_URL
+        #: The client's transport, for an API whose calls carry no client-credentials token.
+        self.transport = transport
 
     # -- how the user comes back ------------------------------------------------------
     @classmethod
@@ -130,6 +141,12 @@ class BrokerApi(ABC):
     @abstractmethod
     def returned_ids(cls, params: Mapping[str, Sequence[str]]) -> ReturnedIds:
         """The ids a return URL's query ``params`` carry."""
+
+    @classmethod
+    def return_kind(cls, params: Mapping[str, Sequence[str]]) -> str | None:
+        """Which return (``success``, ``abort``, ``error``) a return to the one callback URL
+        is, by its ``params``; ``None`` for an API whose returns each have their own URL."""
+        return None
 
     @classmethod
     @abstractmethod
@@ -146,6 +163,19 @@ class BrokerApi(ABC):
         """The session's record, parsed; whatever the API, in django-eid's terms.
 
         ``metadata`` asks for add-on data where the API has such a switch."""
+
+    def record_of_return(
+        self,
+        request_id: str,
+        *,
+        external_id: str,
+        params: Mapping[str, Sequence[str]],
+        return_url: str,
+    ) -> IdentificationRecord:
+        """The record of a session the user came back from, with the return's query
+        ``params`` and the ``return_url`` it reached (without query). The REST APIs ask
+        :meth:`get_session`; OpenID Connect exchanges the return's code."""
+        return self.get_session(request_id)
 
     @abstractmethod
     def session_done(self, request_id: str) -> bool | None:
@@ -167,7 +197,7 @@ def with_query(url: str, name: str, value: str) -> str:
 ANY_PROVIDER_RE: Final = re.compile(r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\Z")
 
 #: The APIs django-eid speaks, by their ``BROKER_API`` name.
-API_NAMES: Final = ("v1", "v2", "eid-hub")
+API_NAMES: Final = ("v1", "v2", "eid-hub", "oidc")
 
 
 def broker_api() -> type[BrokerApi]:
@@ -187,10 +217,11 @@ def _classes() -> dict[str, type[BrokerApi]]:
     # Imported on first use: the API modules import this one. Built once: the settings
     # ask for the API on every read of a URL or a scope.
     from django_eid.brokers.eidhub import EidHubApi
+    from django_eid.brokers.oidc import OidcApi
     from django_eid.brokers.v1 import V1Api
     from django_eid.brokers.v2 import V2Api
 
-    return {api.name: api for api in (V1Api, V2Api, EidHubApi)}
+    return {api.name: api for api in (V1Api, V2Api, EidHubApi, OidcApi)}
 
 
 def provider_family(provider: str) -> str:

@@ -139,6 +139,7 @@ def test_every_outcome_code_of_an_identification_is_an_outcome() -> None:
         outcomes.NOT_SAME_PERSON,
         outcomes.MIN_AGE,
         outcomes.AGE_UNKNOWN,
+        outcomes.LOA_TOO_LOW,
         outcomes.RECEIVER_REJECTED,
     }
 

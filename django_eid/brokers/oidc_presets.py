@@ -1,0 +1,285 @@
+"""What each OpenID Connect broker calls things: providers, acr values, claims, levels.
+
+One :class:`Preset` per broker (``OIDC_PRESET``): the eIDs it offers under django-eid's
+provider names and the ``acr_values`` that select each, the claims that carry the
+person's name, birth date, national identity number and stable id, where those claims
+live (the ``id_token`` or the userinfo answer), and the level of assurance each
+authentication gives. The protocol itself is :mod:`django_eid.brokers.oidc`'s.
+
+Sources: ``broker-generations.md`` section 3.6 and 3.10 (Idura's, Signicat's, BankID
+Norge's and Vipps' published documentation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from django_eid import national_id
+
+#: The levels of assurance, lowest first (eIDAS: low, substantial, high).
+LEVELS: Final = ("low", "substantial", "high")
+
+
+def level_rank(level: str | None) -> int:
+    """``level``'s place in :data:`LEVELS`; -1 for none or an unknown one."""
+    return LEVELS.index(level) if level in LEVELS else -1
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One eID of a broker, under django-eid's name for it."""
+
+    #: What ``acr_values`` asks for to get this eID (``None``: the broker's only eID).
+    acr: str | None
+    #: The level of assurance of an identification with it.
+    level: str
+    #: The eID scheme (:func:`django_eid.brokers.provider_family`): the person's unique id
+    #: at it is the same through every broker (NO BankID's PID).
+    family: str
+    #: The ISO country whose persons it identifies.
+    country: str | None
+
+
+@dataclass(frozen=True)
+class Claims:
+    """The identity an OpenID provider returned, in django-eid's terms."""
+
+    provider: str | None
+    unique_id: str | None
+    name: str | None
+    first_name: str | None
+    last_name: str | None
+    birth_date: str | None
+    number: str | None
+    number_country: str | None
+    number_type: str | None
+    level: str | None
+
+
+@dataclass(frozen=True)
+class Preset:
+    """An OpenID Connect broker's vocabulary."""
+
+    name: str
+    providers: Mapping[str, Provider]
+    #: Scopes asked for always, and those added for the national identity number.
+    scopes: tuple[str, ...]
+    number_scopes: tuple[str, ...] = ()
+    #: Whether the person's data is read from the userinfo endpoint (else the id_token).
+    userinfo: bool = False
+    #: The id_token's expected algorithms (the discovery document narrows them further).
+    algorithms: tuple[str, ...] = ("RS256",)
+    #: A ``login_hint`` carrying the person's number, for a same-person re-verification:
+    #: ``"{number}"`` is replaced. ``None``: the broker has none (only the comparison decides).
+    number_hint: Mapping[str | None, str] = field(default_factory=dict)
+
+    def provider_for_acr(self, acr: str | None) -> str | None:
+        """The provider name whose acr value is ``acr`` (``None`` when none is)."""
+        if not acr:
+            return None
+        for name, provider in self.providers.items():
+            if provider.acr is not None and acr.split(";")[0] == provider.acr:
+                return name
+        return None
+
+    def read(self, claims: Mapping[str, Any]) -> Claims:
+        """The identity in ``claims`` (the id_token's, merged with userinfo's)."""
+        return _READERS[self.name](self, claims)
+
+
+def _str(claims: Mapping[str, Any], *names: str) -> str | None:
+    """The first of ``names`` that is a non-empty string in ``claims``."""
+    for name in names:
+        value = claims.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _standard(preset: Preset, claims: Mapping[str, Any], provider: str | None) -> Claims:
+    spec = preset.providers.get(provider or "")
+    return Claims(
+        provider=provider,
+        unique_id=_str(claims, "sub"),
+        name=_str(claims, "name"),
+        first_name=_str(claims, "given_name"),
+        last_name=_str(claims, "family_name"),
+        birth_date=_str(claims, "birthdate"),
+        number=None,
+        number_country=spec.country if spec else None,
+        number_type=None,
+        level=spec.level if spec else None,
+    )
+
+
+# -- Idura (Criipto) Verify ------------------------------------------------------------------
+_IDURA_NUMBER_CLAIMS: Final = {
+    "nobankid-oidc": "socialno",
+    "novippslogin": "socialno",
+    "sebankid": "ssn",
+    "dkmitid": "cprNumberIdentifier",
+    "fitupas": "hetu",
+}
+_IDURA_UNIQUE_ID_CLAIMS: Final = {"nobankid-oidc": "uniqueuserid", "dkmitid": "uuid"}
+_IDURA_SCHEMES: Final = {
+    "nobankid-oidc": "no-bankid",
+    "novippslogin": "no-vipps",
+    "sebankid": "se-bankid",
+    "dkmitid": "dk-mitid",
+    "fitupas": "fi-ftn",
+}
+
+
+def _idura(preset: Preset, claims: Mapping[str, Any]) -> Claims:
+    scheme = _str(claims, "identityscheme") or ""
+    # The acr used says which level (NO BankID high or substantial, MitID's three); the
+    # identity scheme says which eID when the acr is not one of ours.
+    provider = preset.provider_for_acr(_str(claims, "authenticationtype", "acr"))
+    provider = provider or _IDURA_SCHEMES.get(scheme)
+    spec = preset.providers.get(provider or "")
+    number = _str(claims, _IDURA_NUMBER_CLAIMS.get(scheme, "socialno"))
+    return Claims(
+        provider=provider,
+        unique_id=_str(claims, _IDURA_UNIQUE_ID_CLAIMS.get(scheme, "sub"), "sub"),
+        name=_str(claims, "name"),
+        first_name=_str(claims, "given_name"),
+        last_name=_str(claims, "family_name"),
+        birth_date=_str(claims, "birthdate", "dateofbirth"),
+        number=number,
+        number_country=(spec.country if spec else None) or _str(claims, "country"),
+        number_type=None,
+        level=spec.level if spec else None,
+    )
+
+
+# -- Signicat OIDC (eID Hub) -------------------------------------------------------------------
+_NIN_TYPES: Final = {"BIRTH": national_id.FODSELSNUMMER}
+
+
+def _signicat(preset: Preset, claims: Mapping[str, Any]) -> Claims:
+    provider = _str(claims, "idp") or preset.provider_for_acr(_str(claims, "acr"))
+    spec = preset.providers.get(provider or "")
+    nin_type = _str(claims, "nin_type")
+    return Claims(
+        provider=provider,
+        unique_id=_str(claims, "idp_id", "sub"),
+        name=_str(claims, "name"),
+        first_name=_str(claims, "given_name"),
+        last_name=_str(claims, "family_name"),
+        birth_date=_str(claims, "birthdate"),
+        number=_str(claims, "nin"),
+        number_country=_str(claims, "nin_issuing_country") or (spec.country if spec else None),
+        number_type=_NIN_TYPES.get(nin_type or "") if nin_type else None,
+        level=spec.level if spec else None,
+    )
+
+
+# -- BankID Norge ----------------------------------------------------------------------------------
+def _bankid_no(preset: Preset, claims: Mapping[str, Any]) -> Claims:
+    provider = preset.provider_for_acr(_str(claims, "acr"))
+    spec = preset.providers.get(provider or "")
+    return Claims(
+        provider=provider,
+        # ``sub`` changes between logins; the PID in bankid_altsub is the stable id.
+        unique_id=_str(claims, "bankid_altsub"),
+        name=_str(claims, "name"),
+        first_name=_str(claims, "given_name"),
+        last_name=_str(claims, "family_name"),
+        birth_date=_str(claims, "birthdate"),
+        number=_str(claims, "nnin_altsub"),
+        number_country=national_id.NORWAY,
+        number_type=None,
+        level=spec.level if spec else None,
+    )
+
+
+# -- Vipps Login -----------------------------------------------------------------------------------
+def _vipps(preset: Preset, claims: Mapping[str, Any]) -> Claims:
+    base = _standard(preset, claims, "vipps")
+    return Claims(**{**base.__dict__, "number": _str(claims, "nin", "nnin")})
+
+
+def _generic(preset: Preset, claims: Mapping[str, Any]) -> Claims:
+    acr = _str(claims, "acr")
+    return _standard(preset, claims, preset.provider_for_acr(acr))
+
+
+_READERS: Final = {
+    "idura": _idura,
+    "signicat": _signicat,
+    "bankid-no": _bankid_no,
+    "vipps": _vipps,
+    "generic": _generic,
+}
+
+NO, SE, DK, FI = national_id.NORWAY, national_id.SWEDEN, national_id.DENMARK, national_id.FINLAND
+
+PRESETS: Final[Mapping[str, Preset]] = {
+    "idura": Preset(
+        name="idura",
+        providers={
+            "no-bankid": Provider("urn:grn:authn:no:bankid", "high", "no-bankid", NO),
+            "no-bankid-substantial": Provider(
+                "urn:grn:authn:no:bankid:substantial", "substantial", "no-bankid", NO
+            ),
+            "no-vipps": Provider("urn:grn:authn:no:vipps", "substantial", "no-vipps", NO),
+            "se-bankid": Provider("urn:grn:authn:se:bankid", "substantial", "se-bankid", SE),
+            "dk-mitid": Provider(
+                "urn:grn:authn:dk:mitid:substantial", "substantial", "dk-mitid", DK
+            ),
+            "dk-mitid-high": Provider("urn:grn:authn:dk:mitid:high", "high", "dk-mitid", DK),
+            "fi-ftn": Provider("urn:grn:authn:fi:all", "substantial", "fi-ftn", FI),
+        },
+        scopes=("openid",),
+        number_scopes=("ssn",),
+        # Idura's hints by eID (section 3.7); sent through PAR only.
+        number_hint={
+            "no-bankid": "BID:{number}",
+            "no-bankid-substantial": "BIS:{number}",
+            "se-bankid": "sub:{number}",
+            "dk-mitid": "sub:{number}",
+            "dk-mitid-high": "sub:{number}",
+        },
+    ),
+    "signicat": Preset(
+        name="signicat",
+        providers={
+            "nbid": Provider("idp:nbid", "high", "no-bankid", NO),
+            "sbid": Provider("idp:sbid", "substantial", "se-bankid", SE),
+            "mitid": Provider("idp:mitid", "substantial", "dk-mitid", DK),
+            "ftn": Provider("idp:ftn", "substantial", "fi-ftn", FI),
+        },
+        scopes=("openid", "profile", "idp-id"),
+        number_scopes=("nin",),
+        userinfo=True,
+    ),
+    "bankid-no": Preset(
+        name="bankid-no",
+        providers={
+            "bid": Provider("urn:bankid:bid", "high", "no-bankid", NO),
+            "bis": Provider("urn:bankid:bis", "substantial", "no-bankid", NO),
+        },
+        scopes=("openid", "profile"),
+        number_scopes=("nnin_altsub",),
+        algorithms=("ES256", "RS256"),
+        number_hint={None: ":{number}", "bid": "BID:{number}", "bis": "BIS:{number}"},
+    ),
+    "vipps": Preset(
+        name="vipps",
+        providers={"vipps": Provider(None, "substantial", "no-vipps", NO)},
+        scopes=("openid", "name", "birthDate"),
+        number_scopes=("nin",),
+        userinfo=True,
+    ),
+    "generic": Preset(name="generic", providers={}, scopes=("openid", "profile")),
+}
+
+#: ``OIDC_PRESET``'s values (``None`` is the generic preset).
+PRESET_NAMES: Final = ("idura", "bankid-no", "signicat", "vipps")
+
+
+def preset(name: str | None) -> Preset:
+    """The preset called ``name`` (the generic one for ``None`` or an unknown name)."""
+    return PRESETS.get(name or "generic", PRESETS["generic"])
