@@ -41,9 +41,13 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 EID_SANDBOX = not env.str("EID_BASE_URL", default="")
 EID_SANDBOX_URL = env.str("EID_SANDBOX_URL", default="http://127.0.0.1:8000/eid-sandbox")
 
-# "v1", "v2" or "eid-hub": the sandbox speaks each (docs/guides/broker-api.md).
+# "v1", "v2", "eid-hub" or "oidc": the sandbox speaks each (docs/guides/broker-api.md).
 EID_BROKER_API = env.str("EID_BROKER_API", default="v1")
 EID_HUB = EID_BROKER_API == "eid-hub"
+# With "oidc": the broker's preset, and its issuer (the sandbox's local OpenID provider
+# of that preset by default).
+EID_OIDC = EID_BROKER_API == "oidc"
+EID_OIDC_PRESET = env.str("EID_OIDC_PRESET", default="idura" if EID_OIDC else "") or None
 
 DJANGO_EID = {
     "BROKER_API": EID_BROKER_API,
@@ -54,6 +58,12 @@ DJANGO_EID = {
     "CLIENT_SECRET": env.str("EID_CLIENT_SECRET", default="sandbox-secret" if EID_SANDBOX else ""),
     "BASE_URL": env.str("EID_BASE_URL", default=EID_SANDBOX_URL),
     "AUTH_URL": env.str("EID_AUTH_URL", default=EID_SANDBOX_URL if EID_SANDBOX else ""),
+    "OIDC_PRESET": EID_OIDC_PRESET,
+    "OIDC_ISSUER": env.str(
+        "EID_OIDC_ISSUER",
+        default=f"{EID_SANDBOX_URL}/oidc/{EID_OIDC_PRESET}" if EID_SANDBOX and EID_OIDC else "",
+    )
+    or None,
     "IDENTITY_PROVIDER": env.str("EID_IDENTITY_PROVIDER", default="") or None,
     # On with the sandbox, so the account page can show the (masked) national identity
     # number; off against a real broker, where the number costs extra and needs permission.

@@ -218,7 +218,7 @@ class OidcApi(BrokerApi):
         if use_par is None:
             use_par = isinstance(par_endpoint, str)
         if use_par and not isinstance(par_endpoint, str):
-            raise EidConfigurationError(
+            raise EidProtocolError(
                 "OIDC_PAR is True, but the provider's discovery document names no "
                 "pushed_authorization_request_endpoint"
             )
