@@ -444,12 +444,17 @@ class AbortView(CallbackView):
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         # Only the request that aborted says so: a lost race (success in another tab)
         # must not tell the user they cancelled.
-        if row.channel == Identification.Channel.API:
-            return  # the front end tells the user
-        if apps.is_installed("django.contrib.messages") and not eid_settings.ABORT_URL:
-            from django.contrib import messages
+        tell_aborted(request, row)
 
-            messages.info(request, str(outcomes.ABORTED.message))
+
+def tell_aborted(request: HttpRequest, row: Identification) -> None:
+    """The start page's message that the user cancelled (the HTML pages only)."""
+    if row.channel == Identification.Channel.API:
+        return  # the front end tells the user
+    if apps.is_installed("django.contrib.messages") and not eid_settings.ABORT_URL:
+        from django.contrib import messages
+
+        messages.info(request, str(outcomes.ABORTED.message))
 
 
 class ErrorView(CallbackView):
@@ -477,7 +482,7 @@ class OidcCallbackView(CallbackView):
 
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         if self.kind == flow.ABORT:
-            AbortView.on_finished(self, request, row)  # type: ignore[arg-type]
+            tell_aborted(request, row)
 
 
 @method_decorator(never_cache, name="dispatch")
