@@ -594,8 +594,10 @@ def return_to(
 class Settled:
     """What :func:`settle` did: the row as it is now, and ``outcome``, one of
     ``succeeded``, ``rejected``, ``aborted``, ``failed``, ``expired`` (finished now),
-    ``finished`` (before), ``pending`` (still at the broker) or ``other_device``
-    (identified, but not in the browser that started: left for its callback)."""
+    ``finished`` (before), ``pending`` (still at the broker), ``other_device``
+    (identified, but not in the browser that started: left for its callback) or ``restart``
+    (a return in another browser of an API whose identity only that return carries: the
+    user starts again where they started)."""
 
     identification: Identification
     outcome: str
@@ -767,6 +769,10 @@ def return_elsewhere(
     row = Identification.objects.filter(reference=reference).first()
     if row is None or _ids_problem(row, params):
         return None
+    if not row.is_finished and not broker_api().settles_without_return:
+        # The identity comes only with this return's single-use code, which must be
+        # exchanged by the browser that started: nothing here or there can finish it now.
+        return Settled(row, "restart")
     return settle_if_due(row, request=request) or Settled(row, "pending")
 
 

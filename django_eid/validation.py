@@ -92,7 +92,10 @@ def _broker(s: EidSettings) -> Iterator[Problem]:
             "v1 is the API of the interface document; v2 is Express identification v2; "
             "eid-hub is the eID Hub Authentication REST API.",
         )
+    signs = api == "oidc" and s.raw("TOKEN_AUTH_METHOD") == "private_key_jwt"
     for key, pid in (("CLIENT_ID", "E001"), ("CLIENT_SECRET", "E002")):
+        if key == "CLIENT_SECRET" and signs:
+            continue  # the client signs its assertion with OIDC_PRIVATE_KEY (E032)
         value = s.raw(key)
         if not value or not isinstance(value, str):
             yield Problem(f"django_eid.{pid}", "error", f"DJANGO_EID['{key}'] is required.")
@@ -172,6 +175,8 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
     """What an OpenID provider needs (``BROKER_API = "oidc"``), and MIN_LOA."""
     from django_eid.brokers.oidc import private_key
     from django_eid.brokers.oidc_presets import LEVELS, PRESET_NAMES
+    from django_eid.brokers.oidc_presets import preset as preset_of
+    from django_eid.scrub import scrub
 
     min_loa = s.raw("MIN_LOA")
     if min_loa is not None and min_loa not in LEVELS:
@@ -179,6 +184,18 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
             "django_eid.E034",
             "error",
             f"DJANGO_EID['MIN_LOA'] must be one of {', '.join(map(repr, LEVELS))} or None.",
+        )
+    no_levels = s.raw("BROKER_API") in ("v1", "v2") or (
+        s.raw("BROKER_API") == "oidc" and s.raw("OIDC_PRESET") is None
+    )
+    if min_loa is not None and no_levels:
+        yield Problem(
+            "django_eid.W026",
+            "warning",
+            "DJANGO_EID['MIN_LOA'] is set, but this broker API states no level of assurance: "
+            "every identification will be rejected (LOA_TOO_LOW).",
+            "The eID Hub and the OIDC presets state a level; with another API, remove MIN_LOA "
+            "and restrict ALLOWED_PROVIDERS instead.",
         )
     oidc_keys = [k for k in DEFAULTS if k.startswith("OIDC_") and s.raw(k) not in (None, "")]
     if s.raw("BROKER_API") != "oidc":
@@ -227,6 +244,35 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
                 "Register its public key (as a JWK) with the provider, and set "
                 "OIDC_PRIVATE_KEY_ID to the key's kid there.",
             )
+    chosen = preset_of(preset if preset in PRESET_NAMES else None)
+    named = [s.raw("IDENTITY_PROVIDER"), *(s.raw("ALLOWED_PROVIDERS") or ())]
+    foreign = [p for p in named if p and chosen.providers and p not in chosen.providers]
+    if foreign:
+        yield Problem(
+            "django_eid.E035",
+            "error",
+            f"Identity providers not offered by OIDC_PRESET {chosen.name!r}: "
+            f"{', '.join(map(str, foreign))}.",
+            f"This preset's providers: {', '.join(chosen.providers)}.",
+        )
+    for key in ("OIDC_ACR_VALUES", "OIDC_LOGIN_HINT"):
+        value = s.raw(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _PRINTABLE_RE.fullmatch(value):
+            yield Problem(
+                "django_eid.E036",
+                "error",
+                f"DJANGO_EID[{key!r}] must be a short string of printable characters or None.",
+            )
+        elif key == "OIDC_LOGIN_HINT" and scrub(value) != value:
+            yield Problem(
+                "django_eid.E036",
+                "error",
+                "DJANGO_EID['OIDC_LOGIN_HINT'] holds a national identity number, which would "
+                "travel in the authorization URL.",
+                "Use PREFILL_SAME_PERSON: the person's number is then sent only through PAR.",
+            )
     for key in ("OIDC_REDIRECT_URI",):
         value = s.raw(key)
         if value is not None and not is_http_url(value):
@@ -236,6 +282,11 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
                 f"DJANGO_EID[{key!r}] must be an absolute http(s) URL or None.",
                 "The URL of django_eid:oidc-callback exactly as registered at the provider.",
             )
+
+
+#: A setting sent as a parameter of the authorization request: printable, no spaces at the
+#: ends, not a whole page of text.
+_PRINTABLE_RE: Final = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?")
 
 
 def _names(value: object, pattern: re.Pattern[str]) -> bool:

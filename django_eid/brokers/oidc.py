@@ -297,9 +297,15 @@ class OidcApi(BrokerApi):
             return _failed(request_id, "invalid_request", "the return carries no usable code")
         try:
             claims = self._redeem(code, external_id, return_url)
-        except (IdTokenInvalid, TokenError) as err:
-            logger.warning("OpenID provider: %s", err)
-            kind = getattr(err, "error", None) or "id_token_invalid"
+        except (EidProtocolError, TokenError) as err:
+            # The code is spent (or refused): another try cannot succeed, so the session
+            # ends here. A provider out of reach (EidUnavailable) leaves it pending instead.
+            level = logging.ERROR if isinstance(err, InvalidClient) else logging.WARNING
+            logger.log(level, "OpenID provider: %s", err)
+            if isinstance(err, TokenError):
+                kind = err.error or "token_error"
+            else:
+                kind = "id_token_invalid" if isinstance(err, IdTokenInvalid) else "protocol_error"
             return _failed(request_id, kind, str(err))
         return self._record(request_id, claims)
 
