@@ -597,7 +597,7 @@ class OpenIdProvider:
             description = "No key is registered for the client (set OIDC_PRIVATE_KEY)."
             raise _oauth("invalid_client", description, 401)
         try:
-            key = import_key(self.client_key)
+            key = _client_public_key(self.client_key)
             token = jwt.decode(
                 params.get("client_assertion", ""), key, algorithms=["RS256", "ES256"]
             )
@@ -844,6 +844,17 @@ class OpenIdProvider:
         sub = hashlib.sha256(f"generic:{person}".encode()).hexdigest()[:32]
         asked = session.wire.get("acr_values", "").split()
         return {"sub": sub, **common, "acr": asked[0] if asked else eid.acr}
+
+
+def _client_public_key(pem: str) -> RSAKey | ECKey:
+    """The client's key from its PEM, RSA or EC, never guessed (an unknown text would
+    otherwise become a symmetric key)."""
+    for kind in (RSAKey, ECKey):
+        try:
+            return kind.import_key(pem)
+        except (ValueError, TypeError, JoseError):
+            continue
+    raise ValueError("OIDC_PRIVATE_KEY is neither an RSA nor an EC key in PEM")
 
 
 def without_credentials(params: Mapping[str, str]) -> dict[str, str]:
