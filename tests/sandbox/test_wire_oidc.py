@@ -768,3 +768,15 @@ def test_checks_of_an_oidc_site(settings: SettingsWrapper) -> None:
     assert found(CLIENT_SECRET="real-secret") == {"django_eid.W102"}
     # private_key_jwt needs the sandbox's client id only.
     assert found(CLIENT_SECRET="real-secret", TOKEN_AUTH_METHOD="private_key_jwt") == set()
+
+
+def test_an_assertion_with_another_kid_is_401(client: Client, settings: SettingsWrapper) -> None:
+    key = RSAKey.generate_key(2048)
+    _private_key_settings(settings, key, "client-key-1")
+    extra = {
+        "client_assertion_type": ASSERTION_TYPE,
+        "client_assertion": assertion(key, "client-key-2", "RS256"),
+    }
+    response = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
