@@ -497,7 +497,7 @@ class OpenIdProvider:
             if refused.state:
                 error["state"] = refused.state
             return Authorization(with_query(refused.redirect_uri, error))
-        session = self.start(request, pushed="request_uri" in params)
+        session = self.start(request, pushed=pushed)
         return Authorization(self.broker.login_url(session.request_id), session=session)
 
     def _pushed(self, params: Mapping[str, str]) -> dict[str, str]:
