@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, unquote
 
 from django_eid import vocabulary
 from django_eid.records import lower_keys
-from django_eid.sandbox import wire_eidhub, wire_v2
+from django_eid.sandbox import wire_eidhub, wire_oidc, wire_v2
 from django_eid.sandbox.persons import Person
 from django_eid.sandbox.store import Store, now
 from django_eid.sandbox.wire import (
@@ -55,6 +55,7 @@ HUB_TOKEN_LIFETIME: Final = 600
 _RETURN_URLS: Final[dict[str, Callable[[Session], str]]] = {
     wire_v2.API: wire_v2.return_url,
     wire_eidhub.API: wire_eidhub.return_url,
+    wire_oidc.API: wire_oidc.return_url,
 }
 _ALPHANUMERIC: Final = string.ascii_letters + string.digits
 #: How a session can fail, as its record's ``Status`` says: an error, the user's time ran
@@ -513,6 +514,7 @@ class SandboxBroker:
         )
         session.birth_date = person.birth_date.isoformat()
         session.status = vocabulary.SUCCESS
+        session.ended_at = self.clock()
         self._save(session)
         return self.return_url(session)
 
@@ -520,6 +522,7 @@ class SandboxBroker:
         """The person cancelled; returns the Abort URL with ``[1]`` and ``[2]`` filled."""
         session = self._pending(request_id)
         session.status = vocabulary.USER_ABORTED
+        session.ended_at = self.clock()
         self._save(session)
         return self.return_url(session)
 
@@ -546,6 +549,7 @@ class SandboxBroker:
             "ErrorCode": status,
             "ErrorMessage": message or f"Sandbox: the identification failed ({status}).",
         }
+        session.ended_at = self.clock()
         self._save(session)
         return self.return_url(session)
 

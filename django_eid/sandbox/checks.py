@@ -4,8 +4,10 @@ Tagged ``django_eid_sandbox`` (not ``django_eid``) so that a site's own checks
 of its broker settings stay independent of whether the sandbox is installed.
 
 The sandbox serves only while ``DEBUG`` is on (or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set),
-and only to a site whose ``BASE_URL`` and ``AUTH_URL`` are the sandbox itself: a sandbox
-left installed beside a real broker has nobody to serve, and must not answer at all.
+and only to a site whose ``BASE_URL`` and ``AUTH_URL`` are the sandbox itself (with
+``BROKER_API = "oidc"``: whose ``OIDC_ISSUER`` is one of the sandbox's issuers,
+``<mount>/oidc/<preset>``): a sandbox left installed beside a real broker has nobody to
+serve, and must not answer at all.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from django.urls import NoReverseMatch, reverse
 
 from django_eid.conf import eid_settings
 from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET
+from django_eid.sandbox.wire_oidc import API as OIDC
+from django_eid.sandbox.wire_oidc import PRESETS
 from django_eid.vocabulary import TOKEN_PATH
 
 #: The URL keys that must name the sandbox for it to serve.
@@ -61,6 +65,26 @@ def points_here(url: object, here: str) -> bool:
         return False
 
 
+def oidc_issuer(request: HttpRequest, preset: str) -> str:
+    """The issuer of the sandbox's OpenID provider ``preset``, as ``request`` reaches it."""
+    match = request.resolver_match
+    mount = mount_path(match.namespace) if match else None
+    return request.build_absolute_uri(f"{mount or ''}/oidc/{preset}")
+
+
+def _issuer_preset(issuer: object, mount: str) -> str | None:
+    """The preset whose issuer ``issuer`` is, at the sandbox at ``mount`` (absolute, or a
+    path: compared by path only); ``None`` if it is none of them."""
+    absolute = bool(urlsplit(mount).scheme)
+    for preset in PRESETS:
+        here = f"{mount.rstrip('/')}/oidc/{preset}"
+        if absolute and points_here(issuer, here):
+            return preset
+        if not absolute and urlsplit(str(issuer or "")).path.rstrip("/") == here:
+            return preset
+    return None
+
+
 def refusal(request: HttpRequest) -> str | None:
     """Why the sandbox must not serve ``request`` (a 404 says it), or ``None``."""
     if not sandbox_enabled():
@@ -70,6 +94,13 @@ def refusal(request: HttpRequest) -> str | None:
     if mount is None:
         return "The sandbox is not mounted."
     here = request.build_absolute_uri(mount)
+    if eid_settings.BROKER_API == OIDC:
+        if _issuer_preset(eid_settings.OIDC_ISSUER, here) is None:
+            return (
+                "The sandbox serves only a site whose DJANGO_EID['OIDC_ISSUER'] is one of its "
+                f"issuers ({here}/oidc/<preset>); this site's broker is another."
+            )
+        return None
     for key in URL_KEYS:
         if not points_here(getattr(eid_settings, key), here):
             return (
@@ -80,13 +111,17 @@ def refusal(request: HttpRequest) -> str | None:
 
 
 def uses_sandbox_credentials() -> bool:
-    """Whether ``CLIENT_ID`` and ``CLIENT_SECRET`` are the sandbox's own (public) ones."""
+    """Whether ``CLIENT_ID`` and ``CLIENT_SECRET`` are the sandbox's own (public) ones (an
+    OIDC client with ``private_key_jwt`` needs the id only: its key is the site's own)."""
     client_id, secret = eid_settings.raw("CLIENT_ID"), eid_settings.raw("CLIENT_SECRET")
-    if not isinstance(client_id, str) or not isinstance(secret, str):
+    if not isinstance(client_id, str):
         return False
-    return hmac.compare_digest(client_id.encode(), CLIENT_ID.encode()) and hmac.compare_digest(
-        secret.encode(), CLIENT_SECRET.encode()
-    )
+    if not hmac.compare_digest(client_id.encode(), CLIENT_ID.encode()):
+        return False
+    method = eid_settings.TOKEN_AUTH_METHOD
+    if eid_settings.BROKER_API == OIDC and method == "private_key_jwt":
+        return True
+    return isinstance(secret, str) and hmac.compare_digest(secret.encode(), CLIENT_SECRET.encode())
 
 
 @checks.register(checks.Tags.security, "django_eid_sandbox")
@@ -137,6 +172,21 @@ def _check_broker_is_the_sandbox() -> list[checks.CheckMessage]:
         for key in URL_KEYS
         if urlsplit(str(getattr(eid_settings, key) or "")).path.rstrip("/") != mount.rstrip("/")
     ]
+    if eid_settings.BROKER_API == OIDC:
+        if _issuer_preset(eid_settings.OIDC_ISSUER, mount) is None:
+            out.append(
+                checks.Warning(
+                    "DJANGO_EID['OIDC_ISSUER'] is not an issuer of the sandbox mounted at "
+                    f"{mount}/; the sandbox answers 404.",
+                    hint="The sandbox's OpenID providers are at <mount>/oidc/<preset> as the "
+                    "server reaches them (e.g. http://127.0.0.1:8000/eid-sandbox/oidc/idura), "
+                    f"preset one of {', '.join(PRESETS)}. Against a real broker, remove "
+                    "'django_eid.sandbox' from INSTALLED_APPS.",
+                    id="django_eid.W101",
+                )
+            )
+            return out
+        elsewhere = []
     if elsewhere:
         out.append(
             checks.Warning(

@@ -5,7 +5,9 @@ so django-eid's real client talks to the real sandbox behaviour without a
 network, and a test plays the person at the broker with :meth:`~EidBroker.complete`,
 :meth:`~EidBroker.abort` and :meth:`~EidBroker.fail`. It serves the three APIs at once,
 each at its paths under the same ``AUTH_URL`` and ``BASE_URL``: v1, Express
-identification v2 and the eID Hub Authentication REST API.
+identification v2 and the eID Hub Authentication REST API. With ``BROKER_API = "oidc"``
+it serves the sandbox's OpenID provider (:mod:`~django_eid.sandbox.wire_oidc`) at
+``OIDC_ISSUER`` too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import requests
 import responses
@@ -24,7 +26,7 @@ from django.core.cache import caches
 
 from django_eid import client
 from django_eid.conf import eid_settings
-from django_eid.sandbox import wire_eidhub, wire_v2
+from django_eid.sandbox import wire_eidhub, wire_oidc, wire_v2
 from django_eid.sandbox.apis import (
     HUB_SESSIONS_PATH,
     HUB_TOKEN_PATH,
@@ -37,6 +39,7 @@ from django_eid.sandbox.faults import Answer, Endpoint, Fault, Faults, Raised, e
 from django_eid.sandbox.persons import Person, Persons, builtin_persons
 from django_eid.sandbox.store import MemoryStore, now
 from django_eid.sandbox.wire import Reply, Session
+from django_eid.sandbox.wire_oidc import OpenIdProvider, Tamper
 from django_eid.tokens import entry_keys
 from django_eid.vocabulary import (
     IN_PROGRESS,
@@ -48,6 +51,8 @@ from django_eid.vocabulary import (
 )
 
 _Self = TypeVar("_Self", bound="EidBroker")  # typing.Self is Python 3.11+
+#: Where the REST APIs are served when the settings name no URL for them (OIDC sites).
+_UNCONFIGURED = "https://rest-api.broker.invalid"
 
 
 class EidBroker:
@@ -71,6 +76,22 @@ class EidBroker:
     - ``issued_tokens``: the access tokens the broker issued, oldest first;
     - ``broker``: the underlying :class:`~django_eid.sandbox.broker.SandboxBroker`;
     - ``mock``: the active ``responses.RequestsMock`` (add your own URLs to it).
+
+    With ``BROKER_API = "oidc"`` it is also the OpenID provider at ``OIDC_ISSUER``
+    (``oidc``, a :class:`~django_eid.sandbox.wire_oidc.OpenIdProvider` of ``OIDC_PRESET``):
+    discovery, ``jwks``, ``par``, ``token`` and ``userinfo`` are served through
+    ``responses`` under the endpoint names ``"discovery"``, ``"jwks"``, ``"par"``,
+    ``"token"`` and ``"userinfo"`` (for :meth:`inject` and :meth:`fail_next`); the token
+    calls count in ``token_requests`` and their access tokens go to ``issued_tokens``.
+    A pushed authorization request (PAR) creates its session at once, as the browser's
+    visit of the authorization endpoint would; without PAR, pass the start's redirect
+    ``Location`` to :meth:`authorize`. Then :meth:`complete`, :meth:`abort` and
+    :meth:`fail` return the callback URL (``?code=&state=`` or ``?error=&state=``).
+
+    - ``authorization_requests``: the parameters of each authorization request (the PAR
+      body without the client's credentials, or the authorize URL's query), as dicts;
+    - :meth:`rotate_keys`: sign with new keys, the previous ones still in the JWKS;
+    - :meth:`tamper_next_token`: a hostile next id_token (claims, header, signing).
     """
 
     def __init__(
@@ -88,6 +109,10 @@ class EidBroker:
         auth_url: str | None = None,
         base_url: str | None = None,
         account_id: str | None = None,
+        oidc_issuer: str | None = None,
+        oidc_preset: str | None = None,
+        client_key: str | None = None,
+        client_key_id: str | None = None,
     ) -> None:
         self.token_url = token_url
         self.session_url = session_url
@@ -118,6 +143,9 @@ class EidBroker:
         self.invalidate_requests: list[str] = []
         self.issued_tokens: list[str] = []
         self._request_ids: list[str] = []
+        self.authorization_requests: list[dict[str, str]] = []
+        # The sessions PAR created, by request_uri (authorize() of their URL finds them).
+        self._pushed: dict[str, str] = {}
         self.faults = Faults()
         self.v2 = V2Sandbox(self.broker)
         self.hub = EidHubSandbox(self.broker)
@@ -137,6 +165,23 @@ class EidBroker:
             (responses.GET, _one_session(self.hub_sessions_url), "retrieve"),
             (responses.POST, _one_session(self.hub_sessions_url, "/cancel"), "invalidate"),
         ]
+        self.oidc: OpenIdProvider | None = None
+        if oidc_issuer:
+            self.oidc = OpenIdProvider(
+                self.broker,
+                preset=oidc_preset or wire_oidc.GENERIC,
+                issuer=oidc_issuer,
+                client_key=client_key,
+                client_key_id=client_key_id,
+            )
+            routes += [
+                (responses.GET, f"{oidc_issuer}/.well-known/openid-configuration", "discovery"),
+                (responses.GET, self.oidc.endpoint("jwks"), "jwks"),
+                (responses.POST, self.oidc.endpoint("par"), "par"),
+                (responses.POST, self.oidc.endpoint("token"), "token"),
+                (responses.GET, self.oidc.endpoint("userinfo"), "userinfo"),
+                (responses.POST, self.oidc.endpoint("userinfo"), "userinfo"),
+            ]
         for method, url, endpoint in routes:
             self.mock.add_callback(method, url, callback=self._callback(endpoint))  # type: ignore[arg-type]
 
@@ -147,17 +192,30 @@ class EidBroker:
         ``options`` are the other arguments of the class (``login_url``, ``request_ids`` ...).
         """
         s = eid_settings
+        oidc: dict[str, Any] = {}
+        if s.BROKER_API == wire_oidc.API:
+            oidc = {
+                "oidc_issuer": s.OIDC_ISSUER,
+                "oidc_preset": s.OIDC_PRESET,
+                "client_key": s.OIDC_PRIVATE_KEY or None,
+                "client_key_id": s.OIDC_PRIVATE_KEY_ID or None,
+            }
+        # An OIDC site may set neither URL: the REST APIs are then served at a host
+        # nobody calls.
+        auth_url = s.AUTH_URL or _UNCONFIGURED
+        base_url = s.BASE_URL or _UNCONFIGURED
         return cls(
             # v1's token path, whichever API the settings choose; each API has its own.
-            token_url=f"{s.AUTH_URL}{TOKEN_PATH}",
-            session_url=f"{s.BASE_URL}{SESSION_PATH}",
-            auth_url=s.AUTH_URL,
-            base_url=s.BASE_URL,
+            token_url=f"{auth_url}{TOKEN_PATH}",
+            session_url=f"{base_url}{SESSION_PATH}",
+            auth_url=auth_url,
+            base_url=base_url,
             client_id=s.CLIENT_ID,
             client_secret=s.CLIENT_SECRET,
             **{
                 "token_lifetime": s.SANDBOX_TOKEN_LIFETIME,
                 "account_id": s.ACCOUNT_ID or None,
+                **oidc,
                 **options,
             },
         )
@@ -320,6 +378,58 @@ class EidBroker:
         """Drop injected answers: all, those of ``endpoint``, or those of one session."""
         self.faults.heal(endpoint, request_id=request_id)
 
+    # -- the OpenID provider -------------------------------------------------------------
+    def _op(self) -> OpenIdProvider:
+        if self.oidc is None:
+            raise RuntimeError("The eid_broker serves an OpenID provider with BROKER_API 'oidc'.")
+        return self.oidc
+
+    def authorize(self, url: str) -> str:
+        """The browser visits the authorization endpoint at ``url`` (the start's redirect
+        ``Location``); returns where the OP sends it: the picker page of the new session
+        (then :meth:`complete` etc.), or the redirect_uri with an ``error``. Raises
+        ``ValueError`` where the OP would show its 400 page (unknown client, bad
+        redirect_uri, a used or expired request_uri)."""
+        op = self._op()
+        parts = urlsplit(url)
+        if f"{parts.scheme}://{parts.netloc}{parts.path}" != op.endpoint("authorize"):
+            raise ValueError(f"not this OP's authorization endpoint: {op.endpoint('authorize')}")
+        params = {name: values[0] for name, values in parse_qs(parts.query).items()}
+        pushed = self._pushed.pop(params.get("request_uri", ""), None)
+        if pushed is not None and params.get("client_id") == op.broker.client_id:
+            return self.broker.login_url(pushed)
+        if "request_uri" not in params:
+            self.authorization_requests.append(params)
+        outcome = op.authorize(parts.query)
+        if outcome.location is None:
+            raise ValueError(f"The OP refused the authorization request: {outcome.error}")
+        if outcome.session is not None:
+            self._request_ids.append(outcome.session.request_id)
+        return outcome.location
+
+    def rotate_keys(self) -> None:
+        """The OP signs with new RSA and EC keys; the previous ones stay in the JWKS."""
+        self._op().rotate_keys()
+
+    def tamper_next_token(
+        self,
+        *,
+        claims: dict[str, Any] | None = None,
+        header: dict[str, Any] | None = None,
+        signing: str | None = None,
+    ) -> None:
+        """Make the next id_token the token endpoint issues hostile.
+
+        ``claims`` and ``header`` replace fields (a value ``None`` removes the field), e.g.
+        ``claims={"iss": "https://evil.test", "nonce": None}``. ``signing``: ``None``
+        (the OP's current key), ``"unknown-key"`` (a key the JWKS does not have),
+        ``"none"`` (``alg: none``, no signature), ``"hs256"`` (HMAC keyed with the client
+        secret) or ``"bad-signature"`` (the right key, the signature altered).
+        """
+        if signing is not None and signing not in wire_oidc.SIGNINGS:
+            raise ValueError(f"signing is None or one of {', '.join(wire_oidc.SIGNINGS)}")
+        self._op().tamper = Tamper(dict(claims or {}), dict(header or {}), signing)
+
     def revoke_tokens(self) -> None:
         """Forget every token issued so far; the next API call gets 401."""
         for key in self.store.keys("token:"):
@@ -337,6 +447,8 @@ class EidBroker:
         """
         body = _body(request)
         url = request.url or ""
+        if self.oidc is not None and url.startswith(self.oidc.issuer + "/"):
+            return self._serve_oidc(self.oidc, endpoint, request, body)
         query = urlsplit(url).query
         api, session_id = self._route(url)
         request_id = None
@@ -392,6 +504,46 @@ class EidBroker:
             reply = self.broker.invalidate(authorization=authorization, query=query, body=body)
         else:
             reply = self.broker.get_session(authorization=authorization, query=query)
+        return self._answer(reply)
+
+    def _serve_oidc(
+        self,
+        op: OpenIdProvider,
+        endpoint: Endpoint,
+        request: requests.PreparedRequest,
+        body: bytes,
+    ) -> Answer:
+        authorization = request.headers.get("Authorization")
+        content_type = request.headers.get("Content-Type")
+        if endpoint == "token":
+            self.token_requests += 1
+        elif endpoint == "par":
+            form = parse_qs(body.decode(errors="replace"), keep_blank_values=True)
+            params = {name: values[0] for name, values in form.items()}
+            self.authorization_requests.append(wire_oidc.without_credentials(params))
+        fault = self.faults.take(endpoint)
+        if fault is not None:
+            return fault.answer()
+        if endpoint == "discovery":
+            reply = op.discovery()
+        elif endpoint == "jwks":
+            reply = op.jwks()
+        elif endpoint == "userinfo":
+            reply = op.userinfo(authorization=authorization)
+        elif endpoint == "token":
+            reply = op.token(authorization=authorization, content_type=content_type, body=body)
+            if reply.status == 200:
+                self.issued_tokens.append(reply.body["access_token"])
+        else:
+            reply = op.par(authorization=authorization, content_type=content_type, body=body)
+            if reply.status == 201:
+                # No browser here: the session starts now, as the authorize visit would.
+                request_uri = reply.body["request_uri"]
+                query = urlencode({"client_id": op.broker.client_id, "request_uri": request_uri})
+                outcome = op.authorize(query)
+                if outcome.session is not None:
+                    self._request_ids.append(outcome.session.request_id)
+                    self._pushed[request_uri] = outcome.session.request_id
         return self._answer(reply)
 
     def _route(self, url: str) -> tuple[str, str | None]:

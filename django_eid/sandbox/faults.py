@@ -15,9 +15,22 @@ from typing import Any, Literal, TypeAlias
 
 #: The endpoints by role. The successor APIs' calls answer to the same names: their token
 #: endpoints to "token", ``POST .../sessions`` to "create", ``GET .../sessions/{id}`` to
-#: "retrieve", v2's ``invalidate`` and the eID Hub's ``cancel`` to "invalidate".
-Endpoint: TypeAlias = Literal["token", "create", "retrieve", "status", "invalidate"]
-ENDPOINTS: tuple[Endpoint, ...] = ("token", "create", "retrieve", "status", "invalidate")
+#: "retrieve", v2's ``invalidate`` and the eID Hub's ``cancel`` to "invalidate". The
+#: OpenID provider's: "discovery", "jwks", "par", "token" and "userinfo".
+Endpoint: TypeAlias = Literal[
+    "token", "create", "retrieve", "status", "invalidate", "discovery", "jwks", "par", "userinfo"
+]
+ENDPOINTS: tuple[Endpoint, ...] = (
+    "token",
+    "create",
+    "retrieve",
+    "status",
+    "invalidate",
+    "discovery",
+    "jwks",
+    "par",
+    "userinfo",
+)
 #: An exception, or what makes a fresh one for each call (a class will do).
 Raised: TypeAlias = "BaseException | Callable[[], BaseException]"
 #: What a ``responses`` callback returns: (status, headers, body), or an exception to raise.

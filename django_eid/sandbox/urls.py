@@ -1,4 +1,5 @@
-"""URLs of the sandbox broker: the v1 API, Express identification v2 and the eID Hub.
+"""URLs of the sandbox broker: the v1 API, Express identification v2, the eID Hub and the
+OpenID provider (issuer ``<mount>/oidc/<preset>``, e.g. ``http://127.0.0.1:8000/eid-sandbox/oidc/idura``).
 
 The three APIs' paths do not collide, so one mounted sandbox serves all three (and one
 login page ends the sessions of each, through the wire layer of the API that created it).
@@ -47,6 +48,17 @@ urlpatterns = [
         views.HubCancelView.as_view(),
         name="hub-cancel",
     ),
+    # The OpenID provider, one issuer per preset: <mount>/oidc/<preset>.
+    path(
+        "oidc/<str:preset>/.well-known/openid-configuration",
+        views.OidcDiscoveryView.as_view(),
+        name="oidc-discovery",
+    ),
+    path("oidc/<str:preset>/jwks", views.OidcJwksView.as_view(), name="oidc-jwks"),
+    path("oidc/<str:preset>/authorize", views.OidcAuthorizeView.as_view(), name="oidc-authorize"),
+    path("oidc/<str:preset>/par", views.OidcParView.as_view(), name="oidc-par"),
+    path("oidc/<str:preset>/token", views.OidcTokenView.as_view(), name="oidc-token"),
+    path("oidc/<str:preset>/userinfo", views.OidcUserinfoView.as_view(), name="oidc-userinfo"),
     path("login/<str:request_id>/", views.LoginView.as_view(), name="login"),
     path("web-messaging.js", views.WebMessagingScriptView.as_view(), name="web-messaging"),
 ]

@@ -3,7 +3,8 @@
 Thin views over :class:`~django_eid.sandbox.broker.SandboxBroker`; state lives
 in the cache named by ``DJANGO_EID["SANDBOX_CACHE"]``. Every view answers 404
 unless ``DEBUG`` is on or ``SANDBOX_ALLOW_WITHOUT_DEBUG`` is set, and unless the site's
-``BASE_URL`` and ``AUTH_URL`` are this sandbox. Its token endpoint knows one client, the
+``BASE_URL`` and ``AUTH_URL`` are this sandbox (with ``BROKER_API = "oidc"``: unless its
+``OIDC_ISSUER`` is one of this sandbox's issuers, ``<mount>/oidc/<preset>``). Its token endpoint knows one client, the
 sandbox's own (``sandbox-client``, ``sandbox-secret``), never the site's credentials.
 """
 
@@ -34,11 +35,12 @@ from django_eid.sandbox.broker import (
     SessionError,
     UnknownSession,
 )
-from django_eid.sandbox.checks import refusal
+from django_eid.sandbox.checks import oidc_issuer, refusal
 from django_eid.sandbox.forms import ABORT, FAIL, IDENTIFY, LoginForm
 from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.store import CacheStore
 from django_eid.sandbox.wire import Reply, Session
+from django_eid.sandbox.wire_oidc import PRESETS, OpenIdProvider
 from django_eid.views import login_not_required
 from django_eid.vocabulary import BROKER_TO_DJANGO_LANGUAGE
 
@@ -412,3 +414,104 @@ class LoginView(SandboxView):
             response["Content-Security-Policy"] = "frame-ancestors 'none'"
             response["X-Frame-Options"] = "DENY"
         return response
+
+
+class OidcView(SandboxView):
+    """Base of the OpenID provider's views: the OP of the URL's preset, at its issuer."""
+
+    def get_provider(self) -> OpenIdProvider:
+        preset = self.kwargs["preset"]
+        if preset not in PRESETS:
+            raise Http404("No such OpenID provider preset.")
+        s = eid_settings
+        return OpenIdProvider(
+            self.get_broker(),
+            preset=preset,
+            issuer=oidc_issuer(self.request, preset),
+            # The site's own key pair stands in for the client's registered public key.
+            client_key=s.OIDC_PRIVATE_KEY or None,
+            client_key_id=s.OIDC_PRIVATE_KEY_ID or None,
+        )
+
+
+class OidcDiscoveryView(OidcView):
+    """``GET <mount>/oidc/<preset>/.well-known/openid-configuration``."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        return json_response(self.get_provider().discovery())
+
+
+class OidcJwksView(OidcView):
+    """``GET <mount>/oidc/<preset>/jwks``."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        return json_response(self.get_provider().jwks())
+
+
+@method_decorator(never_cache, name="dispatch")
+class OidcAuthorizeView(OidcView):
+    """``GET <mount>/oidc/<preset>/authorize``: to the picker page, or an error."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, preset: str) -> HttpResponse:
+        outcome = self.get_provider().authorize(request.META.get("QUERY_STRING", ""))
+        if outcome.location is not None:
+            return HttpResponseRedirect(outcome.location)
+        # The redirect_uri is not to be trusted: the error stays here (RFC 6749 4.1.2.1).
+        context = {"session": None, "message": outcome.error}
+        response = render(request, "django_eid_sandbox/ended.html", context, status=400)
+        response["Content-Security-Policy"] = "frame-ancestors 'none'"
+        return response
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class OidcParView(OidcView):
+    """``POST <mount>/oidc/<preset>/par``: 201 ``{"request_uri", "expires_in"}``."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_provider().par(
+            authorization=request.headers.get("Authorization"),
+            content_type=request.content_type,
+            body=request.body,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class OidcTokenView(OidcView):
+    """``POST <mount>/oidc/<preset>/token``."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+
+    def post(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_provider().token(
+            authorization=request.headers.get("Authorization"),
+            content_type=request.content_type,
+            body=request.body,
+        )
+        return json_response(reply)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class OidcUserinfoView(OidcView):
+    """``GET`` or ``POST <mount>/oidc/<preset>/userinfo`` with a Bearer access token."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+
+    def get(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        reply = self.get_provider().userinfo(authorization=request.headers.get("Authorization"))
+        return json_response(reply)
+
+    post = get

@@ -84,6 +84,9 @@ class Session:
     delete_at: float | None = None
     #: The person's full date of birth, ISO (the v1 record has ``ddMMyy`` only).
     birth_date: str | None = None
+    #: When the person ended the session (identified, aborted, failed): an OIDC code
+    #: lives a minute from then.
+    ended_at: float | None = None
 
     @property
     def in_progress(self) -> bool:

@@ -1,0 +1,782 @@
+"""The sandbox as an OpenID provider: checklist 3.12 of broker-generations.md.
+
+Over HTTP with Django's test client (the sandbox mounted at ``/eid-sandbox/``, issuers
+``/eid-sandbox/oidc/<preset>``) and over ``responses`` with the ``eid_broker`` fixture,
+whose clock a test can move. Every id_token is verified with the OP's JWKS through joserfc.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+import requests
+from django.core import checks
+from django.test import Client
+from joserfc import jws, jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, KeySet, RSAKey
+
+from django_eid.sandbox.broker import SandboxBroker
+from django_eid.sandbox.fake import EidBroker
+from django_eid.sandbox.persons import Person, builtin_persons
+from django_eid.sandbox.wire import Reply
+from django_eid.sandbox.wire_oidc import ASSERTION_TYPE, OpenIdProvider, at_hash, s256
+from tests.fixtures_client import SANDBOX_URL, SettingsWrapper, sandbox_settings
+from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
+
+MOUNT = "/eid-sandbox/oidc"
+CALLBACK = "https://shop.test/eid/oidc/callback/"
+PERSONS = builtin_persons()
+FIXTURE_ISSUER = "https://op.test/oidc"
+VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+
+
+def oidc_settings(preset: str, *, issuer: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """A site whose broker is the sandbox's OP ``preset`` (by default over HTTP)."""
+    return sandbox_settings(
+        BROKER_API="oidc",
+        OIDC_ISSUER=issuer or f"{SANDBOX_URL}/oidc/{preset}",
+        OIDC_PRESET=None if preset == "generic" else preset,
+        **overrides,
+    )
+
+
+def request_params(**fields: str) -> dict[str, str]:
+    params = {
+        "response_type": "code",
+        "client_id": CLIENT_ID,
+        "redirect_uri": CALLBACK,
+        "scope": "openid",
+        "state": "state-" + secrets.token_urlsafe(8),
+        "nonce": "nonce-" + secrets.token_urlsafe(8),
+        "code_challenge": s256(VERIFIER),
+        "code_challenge_method": "S256",
+        "response_mode": "query",
+        "prompt": "login",
+    }
+    params.update(fields)
+    return {name: value for name, value in params.items() if value != ""}
+
+
+def query(url: str) -> dict[str, str]:
+    return {name: values[0] for name, values in parse_qs(urlsplit(url).query).items()}
+
+
+def verify(id_token: str, jwks: dict[str, Any], alg: str) -> dict[str, Any]:
+    """The claims of ``id_token`` once its signature verifies with ``jwks``."""
+    token = jwt.decode(id_token, KeySet.import_key_set(jwks), algorithms=[alg])
+    return dict(token.claims)
+
+
+# -- over HTTP ---------------------------------------------------------------------------
+@pytest.fixture
+def http_op(settings: SettingsWrapper) -> str:
+    """Preset ``idura`` over HTTP; tests switch the preset with :func:`use`."""
+    settings.DJANGO_EID = oidc_settings("idura")
+    return "idura"
+
+
+def use(settings: SettingsWrapper, preset: str, **overrides: Any) -> None:
+    settings.DJANGO_EID = oidc_settings(preset, **overrides)
+
+
+def authorize(client: Client, preset: str, **fields: str) -> Any:
+    return client.get(f"{MOUNT}/{preset}/authorize", request_params(**fields))
+
+
+def end(client: Client, login_url: str, action: str = "identify", **form: str) -> str:
+    """On the picker page, end the session; returns the redirect back to the RP."""
+    path = urlsplit(login_url).path
+    assert client.get(path).status_code == 200
+    response = client.post(path, {"action": action, "person": "NORWEGIAN", **form})
+    assert response.status_code == 302, response.content
+    return str(response["Location"])
+
+
+def code_for(client: Client, preset: str, person: str = "NORWEGIAN", **fields: str) -> str:
+    response = authorize(client, preset, **fields)
+    assert response.status_code == 302
+    back = end(client, response["Location"], person=person)
+    return query(back)["code"]
+
+
+def token(client: Client, preset: str, code: str, *, auth: str = "basic", **fields: str) -> Any:
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": CALLBACK,
+        "code_verifier": VERIFIER,
+        **fields,
+    }
+    headers = {}
+    if auth == "basic":
+        headers["Authorization"] = BASIC
+    elif auth == "post":
+        form.update(client_id=CLIENT_ID, client_secret=SECRET)
+    return client.post(
+        f"{MOUNT}/{preset}/token", urlencode(form), content_type=FORM, headers=headers
+    )
+
+
+@pytest.mark.parametrize("preset", ["idura", "bankid-no", "signicat", "vipps", "generic"])
+def test_discovery_per_preset(client: Client, settings: SettingsWrapper, preset: str) -> None:
+    use(settings, preset)
+    document = client.get(f"{MOUNT}/{preset}/.well-known/openid-configuration").json()
+    issuer = f"{SANDBOX_URL}/oidc/{preset}"
+    assert document["issuer"] == issuer
+    assert document["authorization_endpoint"] == f"{issuer}/authorize"
+    assert document["token_endpoint"] == f"{issuer}/token"
+    assert document["userinfo_endpoint"] == f"{issuer}/userinfo"
+    assert document["jwks_uri"] == f"{issuer}/jwks"
+    assert document["pushed_authorization_request_endpoint"] == f"{issuer}/par"
+    assert document["code_challenge_methods_supported"] == ["S256"]
+    alg = "ES256" if preset == "bankid-no" else "RS256"
+    assert document["id_token_signing_alg_values_supported"] == [alg]
+    assert set(document["token_endpoint_auth_methods_supported"]) == {
+        "client_secret_basic",
+        "client_secret_post",
+        "private_key_jwt",
+    }
+    assert "openid" in document["scopes_supported"]
+    assert {"sub", "iss", "aud", "nonce"} <= set(document["claims_supported"])
+    expected_acr = {
+        "idura": {"urn:grn:authn:no:bankid", "urn:grn:authn:se:bankid", "urn:grn:authn:fi:all"},
+        "bankid-no": {"urn:bankid:bid", "urn:bankid:bis"},
+        "signicat": {"idp:nbid", "idp:sbid", "idp:mitid", "idp:ftn"},
+        "vipps": set(),
+        "generic": {"http://eidas.europa.eu/LoA/substantial"},
+    }[preset]
+    assert expected_acr <= set(document["acr_values_supported"])
+    if preset == "vipps":
+        assert document["subject_types_supported"] == ["pairwise"]
+
+
+def test_an_unknown_preset_is_404(client: Client, http_op: str) -> None:
+    assert client.get(f"{MOUNT}/criipto/.well-known/openid-configuration").status_code == 404
+
+
+def test_the_op_answers_404_to_a_site_whose_issuer_is_elsewhere(
+    client: Client, settings: SettingsWrapper
+) -> None:
+    use(settings, "idura", issuer="https://shop-test.idura.broker")
+    assert client.get(f"{MOUNT}/idura/.well-known/openid-configuration").status_code == 404
+    assert client.get(f"{MOUNT}/idura/authorize", request_params()).status_code == 404
+    # Any of the sandbox's issuers opens all of them (one sandbox, one client).
+    use(settings, "signicat")
+    assert client.get(f"{MOUNT}/idura/.well-known/openid-configuration").status_code == 200
+
+
+def test_jwks_has_rsa_and_ec_keys_that_verify_the_preset_tokens(
+    client: Client, settings: SettingsWrapper
+) -> None:
+    use(settings, "bankid-no")
+    keys = client.get(f"{MOUNT}/bankid-no/jwks").json()
+    assert {(k["kty"], k["alg"]) for k in keys["keys"]} == {("RSA", "RS256"), ("EC", "ES256")}
+    assert all("d" not in k for k in keys["keys"])  # public keys only
+    code = code_for(client, "bankid-no")
+    id_token = token(client, "bankid-no", code).json()["id_token"]
+    claims = verify(id_token, keys, "ES256")
+    assert claims["iss"] == f"{SANDBOX_URL}/oidc/bankid-no"
+    with pytest.raises(JoseError):
+        verify(id_token, keys, "RS256")  # ES256 at BankID Norge, nothing else
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"response_type": "token"}, "unsupported_response_type"),
+        ({"scope": "profile"}, "invalid_scope"),
+        ({"state": ""}, "invalid_request"),
+        ({"nonce": ""}, "invalid_request"),
+        ({"code_challenge_method": "plain"}, "invalid_request"),
+        ({"code_challenge": ""}, "invalid_request"),
+        ({"response_mode": "fragment"}, "invalid_request"),
+        ({"acr_values": "urn:grn:authn:de:personalausweis"}, "invalid_request"),
+        ({"prompt": "none"}, "login_required"),
+    ],
+)
+def test_authorize_errors_go_back_to_a_trusted_redirect_uri(
+    client: Client, http_op: str, fields: dict[str, str], error: str
+) -> None:
+    response = authorize(client, "idura", **{"state": "s-err", **fields})
+    assert response.status_code == 302
+    location = response["Location"]
+    assert location.startswith(CALLBACK + "?")
+    answer = query(location)
+    assert answer["error"] == error
+    assert answer["error_description"]
+    assert answer.get("state") == ("s-err" if "state" not in fields else None)
+    assert "code" not in answer
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"client_id": "someone-else"}, {"redirect_uri": "/relative/"}, {"redirect_uri": ""}],
+    ids=["unknown client", "relative redirect_uri", "no redirect_uri"],
+)
+def test_an_untrusted_redirect_uri_gets_a_400_page(
+    client: Client, http_op: str, fields: dict[str, str]
+) -> None:
+    response = authorize(client, "idura", **fields)
+    assert response.status_code == 400
+    assert "Location" not in response
+
+
+def test_the_state_comes_back_with_an_error(client: Client, http_op: str) -> None:
+    response = authorize(client, "idura", state="s-123", scope="profile")
+    assert query(response["Location"]) == {
+        "error": "invalid_scope",
+        "error_description": "The scope must contain openid.",
+        "state": "s-123",
+    }
+
+
+def test_par_answers_201_and_its_request_uri_is_single_use(client: Client, http_op: str) -> None:
+    pushed = client.post(
+        f"{MOUNT}/idura/par",
+        urlencode(request_params(login_hint="BID:17029012345")),
+        content_type=FORM,
+        headers={"Authorization": BASIC},
+    )
+    assert pushed.status_code == 201
+    body = pushed.json()
+    assert body["request_uri"].startswith("urn:ietf:params:oauth:request_uri:")
+    assert body["expires_in"] == 120
+    visit = {"client_id": CLIENT_ID, "request_uri": body["request_uri"]}
+    first = client.get(f"{MOUNT}/idura/authorize", visit)
+    assert first.status_code == 302
+    page = client.get(urlsplit(first["Location"]).path)
+    assert page.status_code == 200
+    assert b"BID:17029012345" in page.content  # shown as a hint, nothing more
+    again = client.get(f"{MOUNT}/idura/authorize", visit)
+    assert again.status_code == 400
+    assert "Location" not in again
+
+
+def test_par_refuses_a_bad_request_as_json(client: Client, http_op: str) -> None:
+    pushed = client.post(
+        f"{MOUNT}/idura/par",
+        urlencode(request_params(code_challenge_method="plain")),
+        content_type=FORM,
+        headers={"Authorization": BASIC},
+    )
+    assert pushed.status_code == 400
+    assert pushed.json()["error"] == "invalid_request"
+    unauthenticated = client.post(
+        f"{MOUNT}/idura/par", urlencode(request_params()), content_type=FORM
+    )
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.json()["error"] == "invalid_client"
+
+
+@pytest.mark.parametrize("auth", ["basic", "post"])
+def test_token_with_a_client_secret(client: Client, http_op: str, auth: str) -> None:
+    response = token(client, "idura", code_for(client, "idura"), auth=auth)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] > 0
+    assert response["Cache-Control"] == "no-store"
+
+
+def test_basic_credentials_are_form_urlencoded_before_base64(client: Client, http_op: str) -> None:
+    # RFC 6749 2.3.1: "sandbox-secret" sent as "sandbox%2Dsecret" is the same secret.
+    encoded = base64.b64encode(b"sandbox%2Dclient:sandbox%2Dsecret").decode()
+    form = {
+        "grant_type": "authorization_code",
+        "code": code_for(client, "idura"),
+        "redirect_uri": CALLBACK,
+        "code_verifier": VERIFIER,
+    }
+    response = client.post(
+        f"{MOUNT}/idura/token",
+        urlencode(form),
+        content_type=FORM,
+        headers={"Authorization": f"Basic {encoded}"},
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_a_wrong_secret_is_401_invalid_client(client: Client, http_op: str) -> None:
+    code = code_for(client, "idura")
+    wrong = "Basic " + base64.b64encode(f"{CLIENT_ID}:not-the-secret".encode()).decode()
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK}
+    response = client.post(
+        f"{MOUNT}/idura/token",
+        urlencode({**form, "code_verifier": VERIFIER}),
+        content_type=FORM,
+        headers={"Authorization": wrong},
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+    assert "not-the-secret" not in response.content.decode()
+
+
+def test_a_code_is_single_use(client: Client, http_op: str) -> None:
+    code = code_for(client, "idura")
+    assert token(client, "idura", code).status_code == 200
+    again = token(client, "idura", code)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"code_verifier": "x" * 43},
+        {"code_verifier": ""},
+        {"redirect_uri": "https://shop.test/eid/oidc/other/"},
+    ],
+    ids=["wrong verifier", "no verifier", "wrong redirect_uri"],
+)
+def test_a_code_is_bound_to_its_verifier_and_redirect_uri(
+    client: Client, http_op: str, fields: dict[str, str]
+) -> None:
+    code = code_for(client, "idura")
+    response = token(client, "idura", code, **fields)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_grant"
+    # ... and a refused code is used up.
+    assert token(client, "idura", code).json()["error"] == "invalid_grant"
+
+
+def test_a_code_of_another_preset_is_refused(client: Client, http_op: str) -> None:
+    code = code_for(client, "idura")
+    assert token(client, "signicat", code).json()["error"] == "invalid_grant"
+
+
+def _private_key_settings(settings: SettingsWrapper, key: RSAKey | ECKey, kid: str) -> None:
+    pem = key.as_pem(private=True).decode()
+    use(settings, "idura", TOKEN_AUTH_METHOD="private_key_jwt", OIDC_PRIVATE_KEY=pem,
+        OIDC_PRIVATE_KEY_ID=kid)  # fmt: skip
+
+
+def assertion(key: RSAKey | ECKey, kid: str, alg: str, **claims: Any) -> str:
+    now = int(time.time())
+    values = {
+        "iss": CLIENT_ID,
+        "sub": CLIENT_ID,
+        "aud": f"{SANDBOX_URL}/oidc/idura/token",
+        "jti": secrets.token_hex(8),
+        "iat": now,
+        "exp": now + 120,
+        **claims,
+    }
+    values = {k: v for k, v in values.items() if v is not None}
+    return jwt.encode({"alg": alg, "kid": kid}, values, key, algorithms=[alg])
+
+
+@pytest.mark.parametrize(
+    ("kind", "alg"), [("RSA", "RS256"), ("EC", "ES256")], ids=["RS256", "ES256"]
+)
+def test_token_with_private_key_jwt(
+    client: Client, settings: SettingsWrapper, kind: str, alg: str
+) -> None:
+    key = RSAKey.generate_key(2048) if kind == "RSA" else ECKey.generate_key("P-256")
+    _private_key_settings(settings, key, "client-key-1")
+    signed = assertion(key, "client-key-1", alg)
+    extra = {"client_assertion_type": ASSERTION_TYPE, "client_assertion": signed}
+    response = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert response.status_code == 200, response.content
+    # The same assertion again: a replay.
+    replay = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert replay.status_code == 401
+    assert replay.json()["error"] == "invalid_client"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"aud": "https://elsewhere.test/token"},
+        {"iss": "someone-else"},
+        {"exp": int(time.time()) - 3600},
+        {"exp": int(time.time()) + 3600},
+        {"jti": None},
+    ],
+    ids=["aud", "iss", "expired", "too long", "no jti"],
+)
+def test_a_bad_client_assertion_is_401(
+    client: Client, settings: SettingsWrapper, claims: dict[str, Any]
+) -> None:
+    key = RSAKey.generate_key(2048)
+    _private_key_settings(settings, key, "client-key-1")
+    extra = {
+        "client_assertion_type": ASSERTION_TYPE,
+        "client_assertion": assertion(key, "client-key-1", "RS256", **claims),
+    }
+    response = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
+
+
+def test_an_assertion_signed_by_another_key_is_401(
+    client: Client, settings: SettingsWrapper
+) -> None:
+    _private_key_settings(settings, RSAKey.generate_key(2048), "client-key-1")
+    stranger = RSAKey.generate_key(2048)
+    extra = {
+        "client_assertion_type": ASSERTION_TYPE,
+        "client_assertion": assertion(stranger, "client-key-1", "RS256"),
+    }
+    response = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert response.status_code == 401
+
+
+def test_userinfo_with_a_good_and_a_bad_token(client: Client, settings: SettingsWrapper) -> None:
+    use(settings, "signicat")
+    code = code_for(client, "signicat", scope="openid profile idp-id nin", acr_values="idp:nbid")
+    access = token(client, "signicat", code).json()["access_token"]
+    good = client.get(f"{MOUNT}/signicat/userinfo", headers={"Authorization": f"Bearer {access}"})
+    assert good.status_code == 200
+    assert good["Content-Type"] == "application/json"
+    info = good.json()
+    assert info["idp"] == "nbid"
+    assert info["nin"] == PERSONS.NORWEGIAN.national_identity_number
+    assert info["nin_type"] == "BIRTH"
+    bad = client.get(f"{MOUNT}/signicat/userinfo", headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401
+    assert bad.json()["error"] == "invalid_token"
+    assert 'error="invalid_token"' in bad["WWW-Authenticate"]
+    # Another preset's OP does not honour this one's tokens.
+    other = client.get(f"{MOUNT}/vipps/userinfo", headers={"Authorization": f"Bearer {access}"})
+    assert other.status_code == 401
+
+
+def test_abort_returns_access_denied_with_the_state(client: Client, http_op: str) -> None:
+    response = authorize(client, "idura", state="s-abort")
+    back = end(client, response["Location"], action="abort")
+    assert back.startswith(CALLBACK + "?")
+    answer = query(back)
+    assert answer["error"] == "access_denied"
+    assert answer["state"] == "s-abort"
+    assert "code" not in answer
+
+
+def test_a_failure_returns_its_status_as_the_error(client: Client, http_op: str) -> None:
+    response = authorize(client, "idura", state="s-fail")
+    back = end(client, response["Location"], action="fail", error_status="PKI_BLOCKED")
+    assert query(back)["error"] == "PKI_BLOCKED"
+    assert query(back)["state"] == "s-fail"
+
+
+def test_a_redirect_uri_keeps_its_own_query(client: Client, http_op: str) -> None:
+    response = authorize(client, "idura", redirect_uri=CALLBACK + "?site=1", state="s-q")
+    back = end(client, response["Location"])
+    answer = query(back)
+    assert answer["site"] == "1"
+    assert answer["state"] == "s-q"
+    assert answer["code"]
+
+
+# -- through the fixture -------------------------------------------------------------------
+FIXTURE_PRESET = "idura"
+
+
+@pytest.fixture
+def oidc_site(settings: SettingsWrapper, request: pytest.FixtureRequest) -> str:
+    """The site's broker is the fixture's OP (``preset`` from the test's parameter)."""
+    preset = getattr(request, "param", FIXTURE_PRESET)
+    settings.DJANGO_EID = oidc_settings(preset, issuer=f"{FIXTURE_ISSUER}/{preset}")
+    return str(preset)
+
+
+def rp_login(
+    broker: EidBroker,
+    preset: str,
+    person: Person,
+    *,
+    par: bool = True,
+    **fields: str,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """What an RP does: PAR (or a front-channel URL), the person identifies, the token."""
+    issuer = f"{FIXTURE_ISSUER}/{preset}"
+    params = request_params(client_id=broker.broker.client_id, **fields)
+    secret = (broker.broker.client_id, broker.broker.client_secret)
+    if par:
+        pushed = requests.post(f"{issuer}/par", data=params, auth=secret, timeout=5)
+        assert pushed.status_code == 201, pushed.text
+    else:
+        login = broker.authorize(f"{issuer}/authorize?{urlencode(params)}")
+        assert "/login/" in login
+    callback = broker.complete(person)
+    answer = query(callback)
+    assert answer["state"] == params["state"]
+    form = {
+        "grant_type": "authorization_code",
+        "code": answer["code"],
+        "redirect_uri": CALLBACK,
+        "code_verifier": VERIFIER,
+    }
+    response = requests.post(f"{issuer}/token", data=form, auth=secret, timeout=5)
+    assert response.status_code == 200, response.text
+    return response.json(), params
+
+
+def _jwks(preset: str) -> dict[str, Any]:
+    return requests.get(f"{FIXTURE_ISSUER}/{preset}/jwks", timeout=5).json()  # type: ignore[no-any-return]
+
+
+NUMBER_SCOPE = {"idura": "ssn", "signicat": "nin", "bankid-no": "nnin_altsub", "vipps": "nin"}
+
+
+@pytest.mark.parametrize("oidc_site", ["idura", "signicat", "bankid-no", "vipps"], indirect=True)
+@pytest.mark.parametrize("who", ["NORWEGIAN", "SWEDISH", "DANISH", "FINNISH"])
+def test_id_token_and_userinfo_per_preset(oidc_site: str, eid_broker: EidBroker, who: str) -> None:
+    preset = oidc_site
+    person: Person = getattr(eid_broker.persons, who)
+    scope = f"openid profile {NUMBER_SCOPE[preset]}"
+    body, params = rp_login(eid_broker, preset, person, scope=scope)
+    alg = "ES256" if preset == "bankid-no" else "RS256"
+    claims = verify(body["id_token"], _jwks(preset), alg)
+    assert claims["iss"] == f"{FIXTURE_ISSUER}/{preset}"
+    assert claims["aud"] == eid_broker.broker.client_id
+    assert claims["nonce"] == params["nonce"]
+    assert claims["at_hash"] == at_hash(body["access_token"])
+    assert claims["exp"] - claims["iat"] == 300
+    bearer = {"Authorization": f"Bearer {body['access_token']}"}
+    info = requests.get(f"{FIXTURE_ISSUER}/{preset}/userinfo", headers=bearer, timeout=5).json()
+    assert info["sub"] == claims["sub"]
+    number = person.national_identity_number
+    country = {"NORWEGIAN": "NO", "SWEDISH": "SE", "DANISH": "DK", "FINNISH": "FI"}[who]
+    if preset == "idura":
+        data = claims
+        number_claim, scheme = {
+            "NO": ("socialno", "nobankid-oidc"),
+            "SE": ("ssn", "sebankid"),
+            "DK": ("cprNumberIdentifier", "dkmitid"),
+            "FI": ("hetu", "fitupas"),
+        }[country]
+        assert data["identityscheme"] == scheme
+        assert data["country"] == country
+        assert data["sub"].startswith("{")
+        assert data["sub"].endswith("}")
+        assert data[number_claim] == number
+        if country == "NO":
+            assert data["uniqueuserid"] == person.identity_provider_unique_id
+        if country == "DK":
+            assert data["uuid"]
+        if country == "FI":
+            assert data["authenticationtype"] == "urn:grn:authn:fi:bank-id"
+    elif preset == "bankid-no":
+        data = claims
+        assert claims["azp"] == eid_broker.broker.client_id
+        assert data["acr"] == "urn:bankid:bid;LOA=4"
+        assert data["amr"] == ["bid"]
+        assert data["nnin_altsub"] == number
+        assert data["bankid_altsub"]
+        assert data["api_ver"] == 4
+    elif preset == "signicat":
+        data = info
+        assert set(claims) >= {"sub", "idp", "acr"}
+        assert "name" not in claims
+        idp = {"NO": "nbid", "SE": "sbid", "DK": "mitid", "FI": "ftn"}[country]
+        assert claims["idp"] == info["idp"] == idp
+        assert claims["acr"] == f"idp:{idp}"
+        assert info["nin"] == number
+        assert info["nin_type"] == ("BIRTH" if country == "NO" else "PERSON")
+        assert info["nin_issuing_country"] == country
+        assert info["idp_id"]
+    else:
+        data = info
+        assert "name" not in claims
+        assert "nin" not in claims
+        assert info["nin"] == number
+        assert info["email"]
+        assert info["phone_number"]
+    given = f"{person.first_name} {person.middle_name}" if person.middle_name else person.first_name
+    assert data["given_name"] == given
+    assert data["family_name"] == person.last_name
+    assert data["birthdate"] == person.birth_date.isoformat()
+
+
+@pytest.mark.parametrize("oidc_site", ["idura", "bankid-no", "signicat", "vipps"], indirect=True)
+def test_the_number_only_with_its_scope(oidc_site: str, eid_broker: EidBroker) -> None:
+    preset = oidc_site
+    body, _ = rp_login(eid_broker, preset, eid_broker.persons.NORWEGIAN, scope="openid profile")
+    bearer = {"Authorization": f"Bearer {body['access_token']}"}
+    info = requests.get(f"{FIXTURE_ISSUER}/{preset}/userinfo", headers=bearer, timeout=5).json()
+    claims = verify(body["id_token"], _jwks(preset), "ES256" if preset == "bankid-no" else "RS256")
+    number = eid_broker.persons.NORWEGIAN.national_identity_number
+    assert number not in str(claims) + str(info)
+
+
+@pytest.mark.parametrize("oidc_site", ["idura", "signicat", "vipps", "generic"], indirect=True)
+def test_the_subject_is_stable_per_person(oidc_site: str, eid_broker: EidBroker) -> None:
+    first, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.SWEDISH)
+    second, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.SWEDISH, scope="openid profile")
+    other, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.DANISH)
+    jwks = _jwks(oidc_site)
+
+    def sub(body: dict[str, Any]) -> str:
+        return str(verify(body["id_token"], jwks, "RS256")["sub"])
+
+    assert sub(first) == sub(second) != sub(other)
+
+
+@pytest.mark.parametrize("oidc_site", ["bankid-no"], indirect=True)
+def test_bankid_sub_changes_but_altsub_stays(oidc_site: str, eid_broker: EidBroker) -> None:
+    first, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    second, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    jwks = _jwks(oidc_site)
+    a, b = (verify(body["id_token"], jwks, "ES256") for body in (first, second))
+    assert a["sub"] != b["sub"]
+    assert a["bankid_altsub"] == b["bankid_altsub"] == "9578-6000-4-112233"
+
+
+@pytest.mark.parametrize("oidc_site", ["idura"], indirect=True)
+def test_acr_values_choose_the_eid(oidc_site: str, eid_broker: EidBroker) -> None:
+    # A Norwegian at Swedish BankID: the eID asked for decides the claim shapes.
+    body, _ = rp_login(
+        eid_broker,
+        oidc_site,
+        eid_broker.persons.NORWEGIAN,
+        acr_values="urn:grn:authn:no:bankid:substantial",
+    )
+    claims = verify(body["id_token"], _jwks(oidc_site), "RS256")
+    assert claims["authenticationtype"] == "urn:grn:authn:no:bankid:substantial"
+    assert eid_broker.sessions[-1].identity_provider == "NO_BANKID_MOBILE"
+
+
+def test_rotated_keys_stay_in_the_jwks(oidc_site: str, eid_broker: EidBroker) -> None:
+    before = _jwks(oidc_site)
+    old_token, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    eid_broker.rotate_keys()
+    after = _jwks(oidc_site)
+    old_kids = {k["kid"] for k in before["keys"]}
+    assert len(after["keys"]) == 4
+    assert old_kids < {k["kid"] for k in after["keys"]}
+    new_token, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    new_kid = jws.extract_compact(new_token["id_token"].encode()).protected["kid"]
+    assert new_kid not in old_kids
+    verify(old_token["id_token"], after, "RS256")  # the previous key still verifies
+    with pytest.raises(JoseError):
+        verify(new_token["id_token"], before, "RS256")
+
+
+@pytest.mark.parametrize("signing", ["unknown-key", "none", "hs256", "bad-signature"])
+def test_a_tampered_token_does_not_verify(
+    oidc_site: str, eid_broker: EidBroker, signing: str
+) -> None:
+    eid_broker.tamper_next_token(signing=signing)
+    body, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    with pytest.raises((JoseError, ValueError)):
+        verify(body["id_token"], _jwks(oidc_site), "RS256")
+    # Only the next one: the following token is sound again.
+    again, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    verify(again["id_token"], _jwks(oidc_site), "RS256")
+
+
+def test_tampered_claims_are_signed_with_the_right_key(
+    oidc_site: str, eid_broker: EidBroker
+) -> None:
+    eid_broker.tamper_next_token(claims={"iss": "https://evil.test", "nonce": None})
+    body, _ = rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN)
+    claims = verify(body["id_token"], _jwks(oidc_site), "RS256")
+    assert claims["iss"] == "https://evil.test"
+    assert "nonce" not in claims
+
+
+def test_authorization_requests_are_recorded_without_credentials(
+    oidc_site: str, eid_broker: EidBroker
+) -> None:
+    rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN, login_hint="BID:17029012345")
+    (pushed,) = eid_broker.authorization_requests
+    assert pushed["login_hint"] == "BID:17029012345"
+    assert "client_secret" not in pushed
+    rp_login(eid_broker, oidc_site, eid_broker.persons.NORWEGIAN, par=False)
+    assert eid_broker.authorization_requests[-1]["client_id"] == eid_broker.broker.client_id
+    assert eid_broker.token_requests == 2
+
+
+def test_front_channel_abort_and_fail(oidc_site: str, eid_broker: EidBroker) -> None:
+    issuer = f"{FIXTURE_ISSUER}/{oidc_site}"
+    params = request_params(client_id=eid_broker.broker.client_id, state="s-1")
+    eid_broker.authorize(f"{issuer}/authorize?{urlencode(params)}")
+    assert query(eid_broker.abort()) == {
+        "error": "access_denied",
+        "error_description": "The person cancelled the identification.",
+        "state": "s-1",
+    }
+    eid_broker.authorize(f"{issuer}/authorize?{urlencode(params)}")
+    assert query(eid_broker.fail("login_required"))["error"] == "login_required"
+    with pytest.raises(ValueError, match="invalid_client"):
+        eid_broker.authorize(f"{issuer}/authorize?{urlencode({**params, 'client_id': 'x'})}")
+
+
+def test_faults_of_the_op_endpoints(oidc_site: str, eid_broker: EidBroker) -> None:
+    issuer = f"{FIXTURE_ISSUER}/{oidc_site}"
+    eid_broker.fail_next("discovery", 503)
+    assert requests.get(f"{issuer}/.well-known/openid-configuration", timeout=5).status_code == 503
+    assert requests.get(f"{issuer}/.well-known/openid-configuration", timeout=5).status_code == 200
+    eid_broker.inject("jwks", 200, body={"keys": []}, times=1)
+    assert requests.get(f"{issuer}/jwks", timeout=5).json() == {"keys": []}
+    eid_broker.fail_next("userinfo", exception=requests.ConnectTimeout)
+    with pytest.raises(requests.ConnectTimeout):
+        requests.get(f"{issuer}/userinfo", timeout=5)
+
+
+def test_lifetimes_of_a_request_uri_and_a_code(clocked: SandboxBroker, clock: Clock) -> None:
+    op = OpenIdProvider(clocked, preset="idura", issuer=f"{FIXTURE_ISSUER}/idura")
+    body = urlencode(request_params()).encode()
+
+    def visit(request_uri: str) -> Any:
+        return op.authorize(urlencode({"client_id": CLIENT_ID, "request_uri": request_uri}))
+
+    fresh = op.par(authorization=BASIC, content_type=FORM, body=body).body["request_uri"]
+    stale = op.par(authorization=BASIC, content_type=FORM, body=body).body["request_uri"]
+    clock.now += 119
+    assert visit(fresh).session is not None
+    clock.now += 2
+    refused = visit(stale)
+    assert refused.location is None
+    assert "invalid_request_uri" in refused.error
+
+    def code_after(seconds: float) -> Reply:
+        session = op.authorize(body.decode()).session
+        assert session is not None
+        code = query(clocked.identify(session.request_id, PERSONS.NORWEGIAN))["code"]
+        clock.now += seconds
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": CALLBACK,
+            "code_verifier": VERIFIER,
+        }
+        return op.token(authorization=BASIC, content_type=FORM, body=urlencode(form).encode())
+
+    assert code_after(59).status == 200
+    late = code_after(61)
+    assert late.status == 400
+    assert late.body["error"] == "invalid_grant"
+
+
+def test_checks_of_an_oidc_site(settings: SettingsWrapper) -> None:
+    settings.DEBUG = True
+
+    def found(**values: Any) -> set[str | None]:
+        settings.DJANGO_EID = oidc_settings("idura", **values)
+        return {m.id for m in checks.run_checks(tags=["django_eid_sandbox"])}
+
+    assert found() == set()
+    assert found(issuer="https://shop-test.idura.broker") == {"django_eid.W101"}
+    assert found(issuer="http://testserver/eid-sandbox/oidc/nope") == {"django_eid.W101"}
+    assert found(CLIENT_SECRET="real-secret") == {"django_eid.W102"}
+    # private_key_jwt needs the sandbox's client id only.
+    assert found(CLIENT_SECRET="real-secret", TOKEN_AUTH_METHOD="private_key_jwt") == set()
+
+
+def test_an_assertion_with_another_kid_is_401(client: Client, settings: SettingsWrapper) -> None:
+    key = RSAKey.generate_key(2048)
+    _private_key_settings(settings, key, "client-key-1")
+    extra = {
+        "client_assertion_type": ASSERTION_TYPE,
+        "client_assertion": assertion(key, "client-key-2", "RS256"),
+    }
+    response = token(client, "idura", code_for(client, "idura"), auth="none", **extra)
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
