@@ -227,3 +227,46 @@ def test_identify_with_each_successor_api(
     assert row.status == Identification.Status.SUCCESS
     assert row.national_id_country == "NO"
     assert bool(row.level_of_assurance) is (broker_api == "eid-hub")
+
+
+@pytest.mark.parametrize(
+    ("preset", "provider", "level"),
+    [
+        ("idura", "no-bankid", "high"),
+        ("bankid-no", "bid", "high"),
+        ("signicat", "nbid", "high"),
+        ("vipps", "vipps", "substantial"),
+    ],
+)
+def test_identify_with_an_openid_provider(
+    page: Page,
+    log_in: Callable[..., None],
+    user: Any,
+    settings: Any,
+    site_url: str,
+    preset: str,
+    provider: str,
+    level: str,
+) -> None:
+    """The demo with ``BROKER_API = "oidc"``: the sandbox's local OpenID provider of each
+    preset, over real HTTP (discovery, PAR, the person picker, the redirect back with a
+    code, the token exchange, the id_token's signature, userinfo where the preset has it)."""
+    settings.DJANGO_EID = {
+        **settings.DJANGO_EID,
+        "BROKER_API": "oidc",
+        "OIDC_PRESET": preset,
+        "OIDC_ISSUER": f"{site_url}/eid-sandbox/oidc/{preset}",
+        "IDENTITY_PROVIDER": provider,
+        "SCOPES": None,
+    }
+    log_in()
+    page.get_by_role("button", name="Continue to identification").click()
+    expect(page).to_have_url(SANDBOX_PAGE)
+    choose_person(page, "Kari Marie Nordmann")
+    page.get_by_role("button", name="Identify", exact=True).click()
+    expect_identity(page, date_of_birth="1985-03-14", provider=provider)
+    expect(page.locator('dl.identity dd[data-field="name"]')).to_contain_text("Kari")
+    row = only_identification(user)
+    assert row.status == Identification.Status.SUCCESS
+    assert (row.national_id_country, row.level_of_assurance) == ("NO", level)
+    assert row.request_id.startswith("oidc-")
