@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -205,13 +206,21 @@ def _new_key(kty: str) -> dict[str, Any]:
     return {**key.as_dict(private=True), "kid": key.thumbprint(), "alg": alg, "use": "sig"}
 
 
+@functools.cache
+def _first_keys() -> dict[str, list[dict[str, Any]]]:
+    """A new store's first keys, made once per process: an RSA key takes ~0.1 s to make,
+    and the ``eid_broker`` fixture starts every test with a new store. Rotation makes
+    fresh ones."""
+    return {"RSA": [_new_key("RSA")], "EC": [_new_key("EC")]}
+
+
 def _keys(store: Any) -> dict[str, list[dict[str, Any]]]:
     """The signing keys, current first; made on first use. Two processes making them at
     once both save theirs and the last one wins: a token of the other one fails
     verification once, as after a real broker's rotation."""
     keys = store.get(_KEYS)
     if not keys or not keys.get("RSA") or not keys.get("EC"):
-        keys = {"RSA": [_new_key("RSA")], "EC": [_new_key("EC")]}
+        keys = {kty: list(found) for kty, found in _first_keys().items()}
         store.set(_KEYS, keys, KEYS_LIFETIME)
     return dict(keys)
 
