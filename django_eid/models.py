@@ -74,6 +74,18 @@ def born_by(age: int, today: datetime.date | None = None) -> datetime.date:
         return today.replace(year=today.year - age, day=28)
 
 
+def check_level(min_loa: object) -> None:
+    """Raise ``ValueError`` unless ``min_loa`` is ``None`` or a level of assurance
+    (``"low"``, ``"substantial"``, ``"high"``): an unknown one ranks below every level, so a
+    misspelt gate would otherwise let everyone through."""
+    from django_eid.brokers.oidc_presets import LEVELS
+
+    if min_loa is not None and (not isinstance(min_loa, str) or min_loa not in LEVELS):
+        raise ValueError(
+            f"min_loa must be a level of assurance: one of {', '.join(map(repr, LEVELS))}"
+        )
+
+
 def max_length(field_name: str) -> int | None:
     """The ``max_length`` of :class:`Identification`'s field ``field_name``."""
     field = Identification._meta.get_field(field_name)
@@ -117,6 +129,7 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         Only the latest verification counts: it is who the user is now. An anonymous user,
         and anonymized rows (``eid_purge --anonymize``), never qualify.
         """
+        check_level(min_loa)  # also when there is nothing to judge: a typo shows at once
         latest = self.latest_verified(user)
         if latest is None or latest.unmet(
             max_age=max_age, min_age=min_age, min_loa=min_loa, providers=providers
@@ -376,10 +389,9 @@ class Identification(models.Model):
         not a level raises ``ValueError``: a misspelt level must not let everyone through.
         """
         from django_eid import outcomes
-        from django_eid.brokers.oidc_presets import LEVELS, level_rank
+        from django_eid.brokers.oidc_presets import level_rank
 
-        if min_loa is not None and min_loa not in LEVELS:
-            raise ValueError(f"min_loa must be one of {', '.join(LEVELS)}, not {min_loa!r}")
+        check_level(min_loa)
         failed = []
         if max_age is not None:
             if not isinstance(max_age, datetime.timedelta):

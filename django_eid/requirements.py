@@ -17,8 +17,7 @@ from django.utils.functional import Promise
 
 from django_eid import claims, outcomes
 from django_eid.brokers import ANY_PROVIDER_RE
-from django_eid.brokers.oidc_presets import LEVELS
-from django_eid.models import Identification
+from django_eid.models import Identification, check_level
 
 #: The longest ``max_age`` that means something (and that date arithmetic can still do).
 MAX_AGE_LIMIT = datetime.timedelta(days=36525)
@@ -119,10 +118,7 @@ class Requirements:
             isinstance(min_age, bool) or not isinstance(min_age, int) or not 0 <= min_age < 150
         ):
             raise ValueError("min_age must be a whole number of years below 150")
-        if min_loa is not None and (not isinstance(min_loa, str) or min_loa not in LEVELS):
-            raise ValueError(
-                f"min_loa must be a level of assurance: one of {', '.join(map(repr, LEVELS))}"
-            )
+        check_level(min_loa)
         if isinstance(providers, str):
             providers = (providers,)
         found = None if providers is None else tuple(providers)
