@@ -56,6 +56,7 @@ from django.views.decorators.debug import sensitive_variables
 
 from django_eid import __version__, crypto, flow, outcomes, state
 from django_eid.brokers import ANY_PROVIDER_RE
+from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.conf import eid_settings
 from django_eid.models import Identification, fit, max_length
 from django_eid.outcomes import Outcome
@@ -564,13 +565,14 @@ class ReturnView(ApiView):
 
 
 class MeView(ApiView):
-    """``GET ?max_age=&min_age=&provider=``: the caller's verified identity if it meets
+    """``GET ?max_age=&min_age=&min_loa=&provider=``: the caller's verified identity if it meets
     these conditions (those of ``verified_for``; ``provider`` may repeat), else ``null``."""
 
     def get(self, request: HttpRequest, caller: Caller) -> HttpResponse:
         errors: list[FieldError] = []
         max_age = _whole_number(request.GET, "max_age", 1, MAX_AGE_SECONDS, errors)
         min_age = _whole_number(request.GET, "min_age", 0, 149, errors)
+        min_loa = _level(request.GET, "min_loa", errors)
         providers = request.GET.getlist("provider") or None
         for provider in providers or ():
             # Stored rows keep the name of the API they came through: any API's syntax.
@@ -580,7 +582,7 @@ class MeView(ApiView):
         if errors:
             raise Problem.invalid(errors)
         row = Identification.objects.verified_for(
-            caller.user, max_age=max_age, min_age=min_age, providers=providers
+            caller.user, max_age=max_age, min_age=min_age, min_loa=min_loa, providers=providers
         )
         return answer(None if row is None else identity_json(row))
 
@@ -609,6 +611,18 @@ def _whole_number(
     ):
         return int(value)
     errors.append(FieldError(name, _NUMBER_OUTCOMES[name]))
+    return None
+
+
+def _level(query: QueryDict, name: str, errors: list[FieldError]) -> str | None:
+    """The query parameter ``name`` as a level of assurance, or ``None`` when it is absent;
+    an error in ``errors`` when it is anything else (a misspelt level must not be ignored)."""
+    values = query.getlist(name)
+    if not values:
+        return None
+    if len(values) == 1 and values[0] in LEVELS:
+        return values[0]
+    errors.append(FieldError(name, outcomes.MIN_LOA_INVALID))
     return None
 
 

@@ -130,6 +130,7 @@ def eid_required(
     *,
     max_age: int | float | datetime.timedelta | None = None,
     min_age: int | None = None,
+    min_loa: str | None = None,
     providers: Iterable[str] | str | None = None,
     same_person: bool = False,
     message: str | Promise | None = None,
@@ -144,6 +145,7 @@ def eid_required(
     *,
     max_age: int | float | datetime.timedelta | None = None,
     min_age: int | None = None,
+    min_loa: str | None = None,
     providers: Iterable[str] | str | None = None,
     same_person: bool = False,
     message: str | Promise | None = None,
@@ -154,16 +156,19 @@ def eid_required(
 
     Usable bare (``@eid_required``: any verified identity) or with keyword arguments:
     ``max_age`` (seconds or ``timedelta``: verified at most this long ago), ``min_age``
-    (whole years; an unknown age does not pass), ``providers`` (verified with one of
-    these), ``same_person`` (the person already verified on the account), ``message``
-    (what the start page says instead of the defaults), ``login_url``, ``keep_form``
-    (``False``: a form posted before verifying is not kept, e.g. one with a password).
+    (whole years; an unknown age does not pass), ``min_loa`` (``"low"``, ``"substantial"``
+    or ``"high"``: verified at this level of assurance or a higher one; a level the broker
+    did not state does not pass), ``providers`` (verified with one of these),
+    ``same_person`` (the person already verified on the account), ``message`` (what the
+    start page says instead of the defaults), ``login_url``, ``keep_form`` (``False``: a
+    form posted before verifying is not kept, e.g. one with a password).
     Only the user's latest verification is judged. A user who passes finds it on
     ``request.eid_identification``.
     """
     requirements = Requirements.of(
         max_age=max_age,
         min_age=min_age,
+        min_loa=min_loa,
         providers=providers,
         same_person=same_person,
         message=message,

@@ -25,6 +25,9 @@ class EidRequiredMixin:
     eid_max_age: int | float | datetime.timedelta | None = None
     #: The person is at least this many whole years old; an unknown age does not pass.
     eid_min_age: int | None = None
+    #: Verified at this level of assurance or a higher one (``"low"``, ``"substantial"``,
+    #: ``"high"``); a level the broker did not state does not pass.
+    eid_min_loa: str | None = None
     #: Verified with one of these providers; ``None``: any.
     eid_providers: Iterable[str] | None = None
     #: The person already verified on the account.
@@ -48,6 +51,7 @@ class EidRequiredMixin:
         return Requirements.of(
             max_age=cls.eid_max_age,
             min_age=cls.eid_min_age,
+            min_loa=cls.eid_min_loa,
             providers=cls.eid_providers,
             same_person=cls.eid_same_person,
             message=cls.eid_message,

@@ -74,6 +74,18 @@ def born_by(age: int, today: datetime.date | None = None) -> datetime.date:
         return today.replace(year=today.year - age, day=28)
 
 
+def check_level(min_loa: object) -> None:
+    """Raise ``ValueError`` unless ``min_loa`` is ``None`` or a level of assurance
+    (``"low"``, ``"substantial"``, ``"high"``): an unknown one ranks below every level, so a
+    misspelt gate would otherwise let everyone through."""
+    from django_eid.brokers.oidc_presets import LEVELS
+
+    if min_loa is not None and (not isinstance(min_loa, str) or min_loa not in LEVELS):
+        raise ValueError(
+            f"min_loa must be a level of assurance: one of {', '.join(map(repr, LEVELS))}"
+        )
+
+
 def max_length(field_name: str) -> int | None:
     """The ``max_length`` of :class:`Identification`'s field ``field_name``."""
     field = Identification._meta.get_field(field_name)
@@ -104,18 +116,24 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         *,
         max_age: int | float | datetime.timedelta | None = None,
         min_age: int | None = None,
+        min_loa: str | None = None,
         providers: Iterable[str] | str | None = None,
     ) -> Identification | None:
         """The user's latest verified identification if it meets every condition, else ``None``.
 
         ``max_age``: verified at most this long ago (seconds or a ``timedelta``).
         ``min_age``: the person is at least this many whole years old today; a person
-        whose age is unknown does not qualify. ``providers``: verified with one of these.
+        whose age is unknown does not qualify. ``min_loa``: verified at this level of
+        assurance or a higher one (``"low"``, ``"substantial"``, ``"high"``); a verification
+        whose level is not known does not qualify. ``providers``: verified with one of these.
         Only the latest verification counts: it is who the user is now. An anonymous user,
         and anonymized rows (``eid_purge --anonymize``), never qualify.
         """
+        check_level(min_loa)  # also when there is nothing to judge: a typo shows at once
         latest = self.latest_verified(user)
-        if latest is None or latest.unmet(max_age=max_age, min_age=min_age, providers=providers):
+        if latest is None or latest.unmet(
+            max_age=max_age, min_age=min_age, min_loa=min_loa, providers=providers
+        ):
             return None
         return latest
 
@@ -359,16 +377,21 @@ class Identification(models.Model):
         *,
         max_age: int | float | datetime.timedelta | None = None,
         min_age: int | None = None,
+        min_loa: str | None = None,
         providers: Iterable[str] | str | None = None,
     ) -> tuple[str, ...]:
         """The conditions of a gate this identification fails, as gate-reason codes.
 
-        ``too_old`` (verified longer ago than ``max_age``), ``too_young`` or
-        ``age_not_known`` (``min_age``), ``wrong_provider`` (``providers``); empty when it
-        meets them all. It does not look at the status: see :meth:`is_verified`.
+        ``too_old`` (verified longer ago than ``max_age``), ``wrong_provider``
+        (``providers``), ``loa_too_low`` (a level of assurance below ``min_loa``, or none
+        stated), ``too_young`` or ``age_not_known`` (``min_age``); empty when it meets them
+        all. It does not look at the status: see :meth:`is_verified`. A ``min_loa`` that is
+        not a level raises ``ValueError``: a misspelt level must not let everyone through.
         """
         from django_eid import outcomes
+        from django_eid.brokers.oidc_presets import level_rank
 
+        check_level(min_loa)
         failed = []
         if max_age is not None:
             if not isinstance(max_age, datetime.timedelta):
@@ -379,6 +402,9 @@ class Identification(models.Model):
             wanted = (providers,) if isinstance(providers, str) else tuple(providers)
             if self.identity_provider not in wanted:
                 failed.append(outcomes.WRONG_PROVIDER)
+        # A level the broker did not state (or one django-eid does not know) is too low.
+        if min_loa is not None and level_rank(self.level_of_assurance) < level_rank(min_loa):
+            failed.append(outcomes.LEVEL_TOO_LOW)
         if min_age is not None:
             age = self.age
             if age is None:

@@ -201,6 +201,13 @@ MAX_AGE_INVALID = Outcome(
 MIN_AGE_INVALID = Outcome(
     "min_age_invalid", 400, _REFUSED, _("Give the age as a whole number of years below 150.")
 )
+#: A ``min_loa`` that is not a level of assurance (``low``, ``substantial``, ``high``).
+MIN_LOA_INVALID = Outcome(
+    "min_loa_invalid",
+    400,
+    _REFUSED,
+    _("Give the level of assurance as low, substantial or high."),
+)
 #: Cancelling an identification that already ended otherwise.
 ALREADY_FINISHED = Outcome(
     "already_finished",
@@ -294,6 +301,8 @@ TOO_OLD = "too_old"
 WRONG_PROVIDER = "wrong_provider"
 TOO_YOUNG = "too_young"
 AGE_NOT_KNOWN = "age_not_known"
+#: The verification's level of assurance is below the gate's ``min_loa``, or not known.
+LEVEL_TOO_LOW = "loa_too_low"
 OTHER_PERSON = "other_person"
 
 
@@ -312,6 +321,9 @@ def gate_reason(code: str, *, min_age: int | None = None) -> str:
         WRONG_PROVIDER: _("This page needs a verification with another electronic ID."),
         AGE_NOT_KNOWN: _(
             "This page needs your age, and your verified identity does not tell your date of birth."
+        ),
+        LEVEL_TOO_LOW: _(
+            "Please verify your identity again with an eID of a higher level of assurance."
         ),
         OTHER_PERSON: _(
             "Please verify your identity again, as the person already verified on this account."

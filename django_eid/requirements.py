@@ -17,7 +17,7 @@ from django.utils.functional import Promise
 
 from django_eid import claims, outcomes
 from django_eid.brokers import ANY_PROVIDER_RE
-from django_eid.models import Identification
+from django_eid.models import Identification, check_level
 
 #: The longest ``max_age`` that means something (and that date arithmetic can still do).
 MAX_AGE_LIMIT = datetime.timedelta(days=36525)
@@ -54,6 +54,7 @@ class Demand:
     min_age: int | None = None
     same_person: bool = False
     providers: tuple[str, ...] | None = None
+    min_loa: str | None = None
 
     def reasons(self) -> list[str]:
         """What the start page tells the user, in the active language."""
@@ -77,6 +78,8 @@ class Requirements:
 
     ``max_age``: the latest verification is at most this old (seconds or a ``timedelta``);
     ``min_age``: its person is at least this many whole years old (an unknown age fails);
+    ``min_loa``: it was made at this level of assurance or a higher one (``"low"``,
+    ``"substantial"``, ``"high"``; a level the broker did not state fails);
     ``providers``: it was made with one of these providers; ``same_person``: its person is
     the one already verified on the account (:func:`django_eid.claims.account_person`);
     ``message``: what the start page says instead of the defaults.
@@ -87,6 +90,8 @@ class Requirements:
     providers: tuple[str, ...] | None = None
     same_person: bool = False
     message: str | Promise | None = None
+    # Last, so that building one with positional arguments means what it meant before.
+    min_loa: str | None = None
 
     @classmethod
     def of(
@@ -94,6 +99,7 @@ class Requirements:
         *,
         max_age: int | float | datetime.timedelta | None = None,
         min_age: int | None = None,
+        min_loa: str | None = None,
         providers: Iterable[str] | str | None = None,
         same_person: bool = False,
         message: str | Promise | None = None,
@@ -112,6 +118,7 @@ class Requirements:
             isinstance(min_age, bool) or not isinstance(min_age, int) or not 0 <= min_age < 150
         ):
             raise ValueError("min_age must be a whole number of years below 150")
+        check_level(min_loa)
         if isinstance(providers, str):
             providers = (providers,)
         found = None if providers is None else tuple(providers)
@@ -121,14 +128,19 @@ class Requirements:
         bad = [p for p in found or () if not ANY_PROVIDER_RE.match(str(p))]
         if bad:
             raise ValueError(f"providers: {bad!r} are not provider names (e.g. NO_BANKID_WEB)")
-        return cls(max_age, min_age, found, bool(same_person), message)
+        return cls(max_age, min_age, found, bool(same_person), message, min_loa)
 
     def check(self, user: Any) -> Verdict:
         """Whether ``user``'s latest verification meets these requirements, and if not, why."""
         latest = Identification.objects.latest_verified(user)
         if latest is None:
             return Verdict(None, (outcomes.NOT_VERIFIED,))
-        reasons = latest.unmet(max_age=self.max_age, min_age=self.min_age, providers=self.providers)
+        reasons = latest.unmet(
+            max_age=self.max_age,
+            min_age=self.min_age,
+            min_loa=self.min_loa,
+            providers=self.providers,
+        )
         if not reasons and self.same_person and not _is_account_person(user, latest):
             reasons = (outcomes.OTHER_PERSON,)
         return Verdict(None if reasons else latest, reasons)
@@ -141,6 +153,7 @@ class Requirements:
             min_age=self.min_age,
             same_person=self.same_person,
             providers=self.providers,
+            min_loa=self.min_loa,
         )
 
 

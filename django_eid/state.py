@@ -20,6 +20,7 @@ from typing import Any, Final
 from django.core.cache import caches
 from django.http import HttpRequest
 
+from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.conf import eid_settings
 from django_eid.models import max_length
 from django_eid.requirements import Demand
@@ -165,6 +166,7 @@ def demand(request: HttpRequest, next_url: str) -> Demand:
     if value is None:
         return Demand()
     min_age = value.get("min_age")
+    min_loa = value.get("min_loa")
     message = value.get("message")
     return Demand(
         codes=_strings(value.get("codes")) or (),
@@ -172,6 +174,7 @@ def demand(request: HttpRequest, next_url: str) -> Demand:
         min_age=min_age if isinstance(min_age, int) and not isinstance(min_age, bool) else None,
         same_person=value.get("same_person") is True,
         providers=_strings(value.get("providers")),
+        min_loa=min_loa if min_loa in LEVELS else None,
     )
 
 

@@ -38,6 +38,12 @@ def adults(request: HttpRequest) -> HttpResponse:
     return HttpResponse("adults only")
 
 
+@eid_required(max_age=300, min_loa="high")
+def payout_account(request: HttpRequest) -> HttpResponse:
+    """A sensitive action: verified in the last 5 minutes, at the high level of assurance."""
+    return HttpResponse("payout account")
+
+
 @eid_required(providers=["NO_BANKID_WEB"], message="Only BankID for this contract.")
 def contract(request: HttpRequest) -> HttpResponse:
     return HttpResponse("contract")
@@ -61,6 +67,13 @@ class AdultsView(EidRequiredMixin, View):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         return HttpResponse("adults (class)")
+
+
+class HighLevelView(EidRequiredMixin, View):
+    eid_min_loa = "high"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse("high (class)")
 
 
 class ChosenPerView(EidRequiredMixin, View):
@@ -97,15 +110,28 @@ class AdultsAPI(APIView):
         return Response({"adult": True})
 
 
+class SubstantialAPI(APIView):
+    class Substantial(EidVerified):
+        min_loa = "substantial"
+
+    permission_classes = [IsAuthenticated, Substantial]
+
+    def get(self, request: Request) -> Response:
+        return Response({"level": request.eid_identification.level_of_assurance})
+
+
 urlpatterns = [
     path("any/", any_verified, name="any"),
     path("payout/", payout, name="payout"),
     path("adults/", adults, name="adults"),
+    path("payout-account/", payout_account, name="payout-account"),
     path("contract/", contract, name="contract"),
     path("exempt/", exempt_form, name="exempt"),
     path("password/", password_form, name="password"),
     path("class/adults/", AdultsView.as_view(), name="class-adults"),
+    path("class/high/", HighLevelView.as_view(), name="class-high"),
     path("class/chosen/", ChosenPerView.as_view(), name="class-chosen"),
     path("api/payout/", PayoutAPI.as_view(), name="api-payout"),
     path("api/adults/", AdultsAPI.as_view(), name="api-adults"),
+    path("api/substantial/", SubstantialAPI.as_view(), name="api-substantial"),
 ]

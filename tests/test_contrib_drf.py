@@ -64,6 +64,31 @@ def test_the_permissions_own_message_and_conditions(
     assert alice_client.get("/gated/api/adults/", headers=JSON).json() == {"adult": True}
 
 
+@pytest.mark.parametrize("level", ["substantial", "high"])
+def test_a_level_at_or_above_min_loa_passes(
+    alice_client: Client, eid_broker: EidBroker, level: str
+) -> None:
+    verify(alice_client, eid_broker)
+    Identification.objects.update(level_of_assurance=level)
+    assert alice_client.get("/gated/api/substantial/", headers=JSON).json() == {"level": level}
+
+
+@pytest.mark.parametrize("level", ["low", ""])
+def test_a_level_below_min_loa_or_none_gets_403(
+    alice_client: Client, eid_broker: EidBroker, level: str
+) -> None:
+    verify(alice_client, eid_broker)
+    Identification.objects.update(level_of_assurance=level)
+    response = alice_client.get("/gated/api/substantial/", headers=JSON)
+    assert response.status_code == 403
+    assert response.json() == {
+        "code": "eid_required",
+        "message": "Please verify your identity again with an eID of a higher level of assurance.",
+        "reasons": ["loa_too_low"],
+        "start_url": "/eid/start/",
+    }
+
+
 def test_authentication_is_left_to_rest_framework(client: Client) -> None:
     response = client.get("/gated/api/payout/", headers=JSON)
     assert response.status_code == 403
@@ -77,3 +102,8 @@ def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
 
         class Broken(EidVerified):
             max_age = -5
+
+    with pytest.raises(ValueError, match="min_loa"):
+
+        class Typo(EidVerified):
+            min_loa = "High"

@@ -182,6 +182,57 @@ def test_a_person_of_unknown_age_does_not_pass_an_age_limit(
     )
 
 
+# -- min_loa -------------------------------------------------------------------------------------
+def verified_at(client: Client, eid_broker: EidBroker, level: str) -> Identification:
+    """Verify through the sandbox, then give the row ``level`` as a broker would have."""
+    verify(client, eid_broker, eid_broker.persons.NORWEGIAN)
+    row = Identification.objects.latest("created_at")
+    Identification.objects.filter(pk=row.pk).update(level_of_assurance=level)
+    return row
+
+
+def test_a_high_level_verification_passes_a_high_gate(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    verified_at(alice_client, eid_broker, "high")
+    assert alice_client.get("/gated/payout-account/").content == b"payout account"
+
+
+@pytest.mark.parametrize("level", ["substantial", "low", ""])
+def test_a_lower_or_unstated_level_is_sent_to_verify_again_and_told_why(
+    alice_client: Client, eid_broker: EidBroker, level: str
+) -> None:
+    verified_at(alice_client, eid_broker, level)
+    next_url = sent_to_start(alice_client.get("/gated/payout-account/"))
+    assert next_url == "/gated/payout-account/"
+    page = start_page(alice_client, next_url)
+    assert "Please verify your identity again with an eID of a higher level of assurance." in page
+    assert "needs a recent verification" not in page  # verified seconds ago
+    assert alice_client.session[state.DEMANDS_KEY][next_url]["min_loa"] == "high"
+    response = alice_client.get("/gated/payout-account/", headers={"accept": "application/json"})
+    assert (response.status_code, response.json()["reasons"]) == (403, ["loa_too_low"])
+
+
+def test_a_high_level_gate_still_asks_for_its_max_age(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    row = verified_at(alice_client, eid_broker, "high")
+    make_old(row, 301)
+    response = alice_client.get("/gated/payout-account/", headers={"accept": "application/json"})
+    assert response.json()["reasons"] == ["too_old"]
+
+
+def test_the_start_page_tells_the_level_reason_in_norwegian(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    verified_at(alice_client, eid_broker, "substantial")
+    next_url = sent_to_start(alice_client.get("/gated/payout-account/"))
+    page = alice_client.get(
+        START, {"next": next_url}, headers={"accept-language": "nb"}
+    ).content.decode()
+    assert "Bekreft identiteten din på nytt med en eID med høyere sikkerhetsnivå." in page
+
+
 # -- providers -----------------------------------------------------------------------------------
 def test_the_wrong_provider_does_not_pass_and_the_start_offers_the_right_one(
     alice_client: Client, eid_broker: EidBroker
@@ -471,6 +522,9 @@ def test_at_most_a_few_forms_are_kept_per_session(alice: AbstractBaseUser) -> No
         ({"max_age": "300"}, TypeError),
         ({"min_age": -3}, ValueError),
         ({"min_age": 17.5}, ValueError),
+        ({"min_loa": "HIGH"}, ValueError),
+        ({"min_loa": "substantial+"}, ValueError),
+        ({"min_loa": 3}, ValueError),
         ({"providers": []}, ValueError),
     ],
 )

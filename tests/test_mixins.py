@@ -41,6 +41,30 @@ def test_the_class_attributes_are_the_conditions(
     assert alice_client.get("/gated/class/adults/").content == b"adults (class)"
 
 
+@pytest.mark.parametrize(("level", "passes"), [("high", True), ("substantial", False), ("", False)])
+def test_eid_min_loa_is_a_condition(
+    alice_client: Client, eid_broker: EidBroker, level: str, passes: bool
+) -> None:
+    verify(alice_client, eid_broker)
+    Identification.objects.update(level_of_assurance=level)
+    response = alice_client.get("/gated/class/high/", headers={"accept": "application/json"})
+    if passes:
+        assert response.content == b"high (class)"
+    else:
+        assert (response.status_code, response.json()["reasons"]) == (403, ["loa_too_low"])
+
+
+def test_a_bad_eid_min_loa_fails_when_the_class_is_defined() -> None:
+    from django.views import View
+
+    from django_eid.mixins import EidRequiredMixin
+
+    with pytest.raises(ValueError, match="min_loa"):
+
+        class Typo(EidRequiredMixin, View):
+            eid_min_loa = "hihg"
+
+
 def test_get_eid_requirements_decides_per_request(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:

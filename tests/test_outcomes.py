@@ -77,6 +77,10 @@ GATE_REASONS = {
         "Denne siden trenger alderen din, og den bekreftede identiteten din oppgir ikke "
         "fødselsdatoen din.",
     ),
+    "loa_too_low": (
+        "Please verify your identity again with an eID of a higher level of assurance.",
+        "Bekreft identiteten din på nytt med en eID med høyere sikkerhetsnivå.",
+    ),
     "other_person": (
         "Please verify your identity again, as the person already verified on this account.",
         "Bekreft identiteten din på nytt som den samme personen som allerede er bekreftet på "

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.models import Identification, born_by
 from django_eid.requirements import Requirements, Verdict
 from tests.fixtures_views import alice, bob
@@ -193,6 +194,64 @@ def test_an_unknown_age_never_qualifies(alice: AbstractBaseUser, now: Any, min_a
     assert Identification.objects.verified_for(alice) == row
 
 
+# -- min_loa ---------------------------------------------------------------------------------------
+#: (the row's level, the gate's min_loa, whether it qualifies): a level at or above passes;
+#: one below, none stated, or one django-eid does not know does not.
+LEVEL_CASES = [
+    ("high", "high", True),
+    ("high", "substantial", True),
+    ("high", "low", True),
+    ("substantial", "substantial", True),
+    ("substantial", "low", True),
+    ("low", "low", True),
+    ("substantial", "high", False),
+    ("low", "substantial", False),
+    ("low", "high", False),
+    ("", "low", False),
+    ("", "high", False),
+    ("very-high", "low", False),
+    ("HIGH", "low", False),
+]
+
+
+@pytest.mark.parametrize(("level", "min_loa", "qualifies"), LEVEL_CASES)
+def test_min_loa_in_verified_for_and_check(
+    alice: AbstractBaseUser, level: str, min_loa: str, qualifies: bool
+) -> None:
+    row = verified(alice, level_of_assurance=level)
+    found = Identification.objects.verified_for(alice, min_loa=min_loa)
+    verdict = Requirements.of(min_loa=min_loa).check(alice)
+    if qualifies:
+        assert found == row
+        assert verdict == Verdict(row)
+    else:
+        assert found is None
+        assert verdict == Verdict(None, ("loa_too_low",))
+    assert Identification.objects.verified_for(alice) == row  # only the level decided
+
+
+def test_min_loa_judges_the_latest_verification_only(alice: AbstractBaseUser) -> None:
+    """A high-level verification does not lift a gate for the lower one made since."""
+    verified(alice, level_of_assurance="high", completed=timezone.now() - datetime.timedelta(1))
+    verified(alice, level_of_assurance="substantial")
+    assert Identification.objects.verified_for(alice, min_loa="high") is None
+    assert Requirements.of(min_loa="high").check(alice).reasons == ("loa_too_low",)
+
+
+@pytest.mark.parametrize("min_loa", ["HIGH", "medium", "", " high", 3, ["high"]])
+def test_verified_for_refuses_a_level_it_does_not_know(
+    alice: AbstractBaseUser, min_loa: Any
+) -> None:
+    """A misspelt level must not let everyone through (every rank is above "unknown")."""
+    with pytest.raises(ValueError, match="min_loa"):
+        Identification.objects.verified_for(alice, min_loa=min_loa)  # nothing to judge yet
+    row = verified(alice, level_of_assurance="high")
+    with pytest.raises(ValueError, match="min_loa"):
+        Identification.objects.verified_for(alice, min_loa=min_loa)
+    with pytest.raises(ValueError, match="min_loa"):
+        row.unmet(min_loa=min_loa)
+
+
 # -- providers -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "providers",
@@ -333,6 +392,12 @@ def test_the_number_is_deferred_and_still_reads(alice: AbstractBaseUser) -> None
         ({"min_age": 18.0}, ValueError),
         ({"min_age": "18"}, ValueError),
         ({"min_age": True}, ValueError),
+        ({"min_loa": "HIGH"}, ValueError),
+        ({"min_loa": "medium"}, ValueError),
+        ({"min_loa": ""}, ValueError),
+        ({"min_loa": 2}, ValueError),
+        ({"min_loa": True}, ValueError),
+        ({"min_loa": ("high",)}, ValueError),
         ({"providers": []}, ValueError),
         ({"providers": ()}, ValueError),
         ({"providers": iter(())}, ValueError),
@@ -352,6 +417,7 @@ def test_requirements_of_normalises_its_options() -> None:
     hour = datetime.timedelta(hours=1)
     assert Requirements.of(max_age=hour).max_age == hour
     assert Requirements.of(min_age=0).min_age == 0
+    assert [Requirements.of(min_loa=level).min_loa for level in LEVELS] == list(LEVELS)
     assert Requirements.of(providers="SWE_BANKID").providers == ("SWE_BANKID",)
     assert Requirements.of(providers=["A_B", "C_D"]).providers == ("A_B", "C_D")
     generated = Requirements.of(providers=(p for p in ("A_B", "C_D")))
@@ -410,6 +476,13 @@ def test_a_verified_user_passes(alice: AbstractBaseUser, now: Any) -> None:
             ("too_old", "wrong_provider"),
         ),
         ({"min_age": 18}, {"born": datetime.date(2008, 6, 16)}, ("too_young",)),
+        ({"min_loa": "high"}, {"level_of_assurance": "substantial"}, ("loa_too_low",)),
+        ({"min_loa": "low"}, {"level_of_assurance": ""}, ("loa_too_low",)),
+        (
+            {"max_age": 60, "providers": ("DA_NEMID",), "min_loa": "high", "min_age": 50},
+            {"completed": ago(61)},  # born 1985: 41; no level stated
+            ("too_old", "wrong_provider", "loa_too_low", "too_young"),
+        ),
         ({"min_age": 18}, {"born": None}, ("age_not_known",)),
         ({"min_age": 0}, {"born": None}, ("age_not_known",)),
         (
@@ -428,6 +501,9 @@ def test_a_verified_user_passes(alice: AbstractBaseUser, now: Any) -> None:
         "wrong_provider",
         "too_old+wrong_provider",
         "too_young",
+        "loa_too_low",
+        "loa_not_stated",
+        "too_old+wrong_provider+loa_too_low+too_young",
         "age_not_known",
         "age_not_known-min_age-0",
         "too_old+wrong_provider+too_young",

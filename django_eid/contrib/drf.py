@@ -38,6 +38,8 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
 
     max_age: int | float | datetime.timedelta | None = None
     min_age: int | None = None
+    #: The level of assurance at least (``"low"``, ``"substantial"``, ``"high"``).
+    min_loa: str | None = None
     providers: Iterable[str] | None = None
     same_person: bool = False
     #: What the answer's ``message`` says instead of the defaults.
@@ -51,6 +53,7 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
         cls._requirements = Requirements.of(
             max_age=cls.max_age,
             min_age=cls.min_age,
+            min_loa=cls.min_loa,
             providers=cls.providers,
             same_person=cls.same_person,
             message=cls.eid_message,
@@ -62,6 +65,7 @@ class EidVerified(BasePermission):  # type: ignore[misc]  # REST framework is un
             Requirements.of(
                 max_age=self.max_age,
                 min_age=self.min_age,
+                min_loa=self.min_loa,
                 providers=self.providers,
                 same_person=self.same_person,
                 message=self.eid_message,

@@ -101,12 +101,18 @@ CONDITIONS: list[dict[str, Any]] = [
     {"provider": ["SWE_BANKID", "NO_BANKID_WEB"]},
     {"max_age": 3600, "min_age": 18, "provider": ["NO_BANKID_WEB"]},
     {"max_age": 60, "min_age": 18, "provider": ["NO_BANKID_WEB"]},
+    {"min_loa": "low"},
+    {"min_loa": "substantial"},
+    {"min_loa": "high"},
+    {"max_age": 3600, "min_age": 18, "min_loa": "high", "provider": ["NO_BANKID_WEB"]},
 ]
 PEOPLE: list[dict[str, Any]] = [
     {"age": 18},
     {"age": 17},
     {"age": None},
     {"age": 18, "provider": "SWE_BANKID", "ago": datetime.timedelta(seconds=30)},
+    {"age": 18, "level_of_assurance": "high"},
+    {"age": 18, "level_of_assurance": "substantial"},
 ]
 
 
@@ -123,6 +129,7 @@ def test_the_conditions_are_those_of_verified_for(
         alice,
         max_age=conditions.get("max_age"),
         min_age=conditions.get("min_age"),
+        min_loa=conditions.get("min_loa"),
         providers=conditions.get("provider"),
     )
     answer = api.me(conditions).json()
@@ -132,6 +139,24 @@ def test_the_conditions_are_those_of_verified_for(
         assert expected.pk == row.pk
         assert answer is not None
         assert (answer["provider"], answer["age"]) == (row.identity_provider, row.age)
+
+
+@pytest.mark.parametrize(
+    ("level", "min_loa", "qualifies"),
+    [
+        ("high", "substantial", True),
+        ("high", "high", True),
+        ("substantial", "high", False),
+        ("", "low", False),
+    ],
+)
+def test_min_loa(
+    api: Api, alice: AbstractBaseUser, level: str, min_loa: str, qualifies: bool
+) -> None:
+    verification(alice, level_of_assurance=level)
+    answer = api.me({"min_loa": min_loa}).json()
+    assert (answer is not None) is qualifies
+    assert api.me().json() is not None
 
 
 def test_an_anonymized_identity_is_none(api: Api, alice: AbstractBaseUser) -> None:
@@ -159,6 +184,11 @@ def test_an_anonymized_identity_is_none(api: Api, alice: AbstractBaseUser) -> No
         ({"min_age": "-1"}, "min_age", "min_age_invalid"),
         ({"min_age": "eighteen"}, "min_age", "min_age_invalid"),
         ({"min_age": "1" * 5000}, "min_age", "min_age_invalid"),
+        ({"min_loa": "HIGH"}, "min_loa", "min_loa_invalid"),
+        ({"min_loa": "medium"}, "min_loa", "min_loa_invalid"),
+        ({"min_loa": ""}, "min_loa", "min_loa_invalid"),
+        ({"min_loa": " high"}, "min_loa", "min_loa_invalid"),
+        ({"min_loa": ["high", "high"]}, "min_loa", "min_loa_invalid"),
         ({"provider": "bank id"}, "provider", "provider_malformed"),
         ({"provider": "NO_BANKID_WEB;x"}, "provider", "provider_malformed"),
         ({"provider": ""}, "provider", "provider_malformed"),
@@ -183,11 +213,14 @@ def test_a_malformed_provider_is_quoted(api: Api) -> None:
 
 def test_several_conditions_that_are_not_valid(api: Api) -> None:
     refused = problem(
-        api.me({"max_age": "x", "min_age": "200", "provider": "x y"}), 400, "invalid_request"
+        api.me({"max_age": "x", "min_age": "200", "min_loa": "top", "provider": "x y"}),
+        400,
+        "invalid_request",
     )
     assert fields_of(refused) == [
         ("max_age", "max_age_invalid"),
         ("min_age", "min_age_invalid"),
+        ("min_loa", "min_loa_invalid"),
         ("provider", "provider_malformed"),
     ]
 

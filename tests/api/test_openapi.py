@@ -157,6 +157,7 @@ def test_the_api_s_own_outcomes_are_all_documented() -> None:
         outcomes.NEXT_NOT_ALLOWED,
         outcomes.MAX_AGE_INVALID,
         outcomes.MIN_AGE_INVALID,
+        outcomes.MIN_LOA_INVALID,
         outcomes.ALREADY_FINISHED,
     }
     assert {outcome.code for outcome in api_outcomes} <= documented

@@ -408,6 +408,7 @@ API_MESSAGES = [
     "This identification has already ended.",
     "The identification is not finished yet.",
     "Give the age as a whole number of years below 150.",
+    "Give the level of assurance as low, substantial or high.",
     "Give the age of the verification as a whole number of seconds, at most 100 years.",
 ]
 

@@ -622,6 +622,7 @@ def _demand(**changes: Any) -> dict[str, Any]:
         "min_age": None,
         "same_person": False,
         "providers": None,
+        "min_loa": None,
         "at": time.time(),
     }
     entry.update(changes)
@@ -638,6 +639,9 @@ MALFORMED_DEMANDS: list[Any] = [
     pytest.param(_demand(message=5), id="message-an-int"),
     pytest.param(_demand(min_age="18", codes=["too_young"]), id="min-age-a-string"),
     pytest.param(_demand(same_person="true"), id="same-person-a-string"),
+    pytest.param(_demand(min_loa=3, codes=["loa_too_low"]), id="min-loa-an-int"),
+    pytest.param(_demand(min_loa=["high"], codes=["loa_too_low"]), id="min-loa-a-list"),
+    pytest.param(_demand(min_loa={"a": 1}, codes=["loa_too_low"]), id="min-loa-a-dict"),
     pytest.param(_demand(providers=[]), id="providers-empty"),
     pytest.param(_demand(providers="NO_BUYPASS"), id="providers-a-string"),
     pytest.param(_demand(providers=[1, None]), id="providers-not-text"),
