@@ -257,3 +257,67 @@ def test_the_eid_hub_s_own_token_endpoint_and_scope(
     assert "Token endpoint: https://auth.broker.test/auth/open/connect/token" in out
     assert "Client authentication: post" in out
     assert "Scopes asked: signicat-api" in out
+
+
+# -- an OpenID provider (BROKER_API "oidc") ---------------------------------------------
+OIDC_ISSUER = "https://shop-test.idura.broker"
+
+
+@pytest.fixture
+def oidc_site(settings: SettingsWrapper) -> None:
+    settings.DJANGO_EID = {
+        **settings.DJANGO_EID,
+        "BROKER_API": "oidc",
+        "OIDC_PRESET": "idura",
+        "OIDC_ISSUER": OIDC_ISSUER,
+        "OIDC_REDIRECT_URI": "https://shop.example/eid/oidc/callback/",
+        "SCOPES": None,
+        "BASE_URL": None,
+        "AUTH_URL": None,
+    }
+
+
+@pytest.fixture
+def provider(oidc_site: None) -> Any:
+    from django_eid.sandbox.fake import EidBroker
+
+    with EidBroker.from_settings() as served:
+        yield served
+
+
+def test_an_openid_provider_is_checked_with_a_pushed_request(provider: Any) -> None:
+    out, _err = run()
+    assert "Issuer: https://shop-test.idura.broker" in out
+    assert "Pushed authorization requests: yes" in out
+    assert "id_token algorithms: RS256" in out
+    assert "OK: the provider accepted the client and its redirect URI" in out
+    (pushed,) = provider.authorization_requests
+    assert pushed["redirect_uri"] == "https://shop.example/eid/oidc/callback/"
+
+
+def test_an_openid_provider_refusing_the_client_is_a_clear_failure(
+    provider: Any, settings: SettingsWrapper
+) -> None:
+    # The provider knows the configured secret; the site now sends another.
+    settings.DJANGO_EID = {**settings.DJANGO_EID, "CLIENT_SECRET": "not-the-secret"}
+    message = fail()
+    assert message.startswith("Bad credentials: the provider did not accept client id")
+    assert "not-the-secret" not in message
+
+
+def test_an_openid_provider_out_of_reach_is_a_clear_failure(
+    provider: Any,
+) -> None:
+    provider.fail_next("discovery", exception=requests.ConnectionError("refused"), times=None)
+    message = fail()
+    assert message.startswith("Provider unreachable:")
+
+
+def test_without_a_redirect_uri_the_metadata_is_checked_alone(
+    provider: Any, settings: SettingsWrapper
+) -> None:
+    settings.DJANGO_EID = {**settings.DJANGO_EID, "OIDC_REDIRECT_URI": None}
+    out, _err = run()
+    assert "Signing keys: 2" in out
+    assert "OIDC_REDIRECT_URI is not set" in out
+    assert provider.authorization_requests == []

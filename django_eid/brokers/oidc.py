@@ -466,10 +466,11 @@ class OidcApi(BrokerApi):
                 raise IdTokenInvalid(f"{what}'s nonce is not the one of this authorization")
 
     # -- the provider's metadata -------------------------------------------------------
-    def discovery(self) -> dict[str, Any]:
-        """The discovery document, from ``TOKEN_CACHE`` or fetched (and checked)."""
+    def discovery(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The discovery document, from ``TOKEN_CACHE`` or fetched (and checked); ``fresh``
+        fetches it whatever the cache holds."""
         key = _cache_key("discovery", self.issuer)
-        cached = _cache_get(key)
+        cached = None if fresh else _cache_get(key)
         if isinstance(cached, dict):
             return cached
         url = f"{self.issuer}/.well-known/openid-configuration"
@@ -593,6 +594,22 @@ class OidcApi(BrokerApi):
                 message, error=error or "invalid_client", status_code=answer.status
             )
         return cls(message, error=error, status_code=answer.status)
+
+    def probe_client(self, redirect_uri: str) -> str | None:
+        """Push an authorization request nobody will use, to learn whether the provider
+        accepts this client's authentication and ``redirect_uri`` (``eid_check``): the
+        ``request_uri`` it answered, ``None`` when it offers no PAR (nothing to learn
+        without a user). Raises :class:`~django_eid.exceptions.TokenError` (or
+        :class:`~django_eid.exceptions.InvalidClient`) for a refusal."""
+        endpoint = self.discovery().get("pushed_authorization_request_endpoint")
+        if not isinstance(endpoint, str):
+            return None
+        state = secrets.token_hex(16)
+        request = SessionRequest(
+            return_urls=ReturnUrls(redirect_uri, redirect_uri, redirect_uri, redirect_uri),
+            external_reference=state,
+        )
+        return self._push(endpoint, self.authorization_params(request))
 
     def _record(self, request_id: str, claims: Mapping[str, Any]) -> IdentificationRecord:
         found: Claims = self.preset.read(claims)

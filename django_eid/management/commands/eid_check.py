@@ -22,6 +22,7 @@ from django.urls import Resolver404, resolve
 from django_eid import crypto
 from django_eid.client import EidClient
 from django_eid.conf import eid_settings
+from django_eid.deadline import bounded
 from django_eid.exceptions import (
     EidConfigurationError,
     EidError,
@@ -70,6 +71,16 @@ class Command(BaseCommand):
         except EidConfigurationError as err:
             raise CommandError(f"Configuration error: {_one_line(err)}") from err
 
+        if s.BROKER_API == "oidc":
+            try:
+                self._check_provider(client)
+            finally:
+                client.close()
+            if unreadable:
+                raise CommandError(
+                    f"{crypto.unreadable_summary(unreadable)} {crypto.LOST_KEY_ADVICE}"
+                )
+            return
         scopes = " ".join(s.SCOPES)
         try:
             token = client.fetch_token()
@@ -112,6 +123,71 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("OK: the broker issued an access token."))
         if unreadable:
             raise CommandError(f"{crypto.unreadable_summary(unreadable)} {crypto.LOST_KEY_ADVICE}")
+
+    def _check_provider(self, client: EidClient) -> None:
+        """An OpenID provider: its discovery document and keys, fetched afresh, and the
+        client's credentials through a pushed authorization request when it has PAR."""
+        from django_eid.brokers.oidc import OidcApi
+
+        s = eid_settings
+        api = client.api
+        assert isinstance(api, OidcApi)
+        redirect_uri = s.OIDC_REDIRECT_URI
+        try:
+            with bounded(s.TIMEOUT):
+                metadata = api.discovery(fresh=True)
+                keys = api.jwks(refresh=True)
+                algorithms = api.algorithms()
+                pushed = api.probe_client(redirect_uri) if redirect_uri else None
+        except InvalidClient as err:
+            raise CommandError(
+                f"Bad credentials: the provider did not accept client id {s.CLIENT_ID!r} "
+                f"(HTTP {err.status_code}, {err.error or 'no error code'}); check "
+                "DJANGO_EID['CLIENT_ID'], ['CLIENT_SECRET'] (or ['OIDC_PRIVATE_KEY']) and "
+                "['TOKEN_AUTH_METHOD']."
+            ) from err
+        except TokenError as err:
+            raise CommandError(
+                f"The provider refused a pushed authorization request: {_one_line(err)}; "
+                "check that OIDC_REDIRECT_URI is registered and the scopes are enabled."
+            ) from err
+        except EidUnavailable as err:
+            hint = ""
+            if _own_sandbox(f"{s.OIDC_ISSUER}/.well-known/openid-configuration"):
+                hint = "; the issuer is this site's sandbox: start the development server"
+            raise CommandError(f"Provider unreachable: {_one_line(err)}{hint}") from err
+        except EidError as err:
+            raise CommandError(f"Unexpected answer from the provider: {_one_line(err)}") from err
+        if not algorithms:
+            raise CommandError(
+                "The provider signs id_tokens with none of the algorithms the preset accepts."
+            )
+        self.stdout.write("Broker API: oidc")
+        self.stdout.write(f"Preset: {s.OIDC_PRESET or 'generic'}")
+        self.stdout.write(f"Issuer: {s.OIDC_ISSUER}")
+        self.stdout.write(f"Authorization endpoint: {metadata['authorization_endpoint']}")
+        self.stdout.write(f"Token endpoint: {metadata['token_endpoint']}")
+        par = metadata.get("pushed_authorization_request_endpoint")
+        self.stdout.write(f"Pushed authorization requests: {'yes' if par else 'no'}")
+        self.stdout.write(f"id_token algorithms: {', '.join(algorithms)}")
+        self.stdout.write(f"Signing keys: {len(keys.keys)}")
+        self.stdout.write(f"Client id: {s.CLIENT_ID}")
+        self.stdout.write(f"Client authentication: {s.TOKEN_AUTH_METHOD}")
+        if pushed:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    "OK: the provider accepted the client and its redirect URI "
+                    "(a pushed authorization request)."
+                )
+            )
+        else:
+            why = "no PAR endpoint" if redirect_uri else "OIDC_REDIRECT_URI is not set"
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"OK: the provider's metadata and keys are valid; the client's "
+                    f"credentials are first used at the first identification ({why})."
+                )
+            )
 
     def _check_keys(self) -> list[int]:
         """The ids of the stored numbers no configured key decrypts, reported as found."""
