@@ -473,7 +473,8 @@ class OidcApi(BrokerApi):
         cached = None if fresh else _cache_get(key)
         if isinstance(cached, dict):
             return cached
-        url = f"{self.issuer}/.well-known/openid-configuration"
+        # OIDC Discovery 4: the issuer without its trailing slash (Vipps' issuer has one).
+        url = f"{self.issuer.rstrip('/')}/.well-known/openid-configuration"
         answer = self._transport().request("GET", url, auth=HeaderAuth(None), retry=True)
         if answer.status != 200:
             raise self._error(answer, EidProtocolError)
