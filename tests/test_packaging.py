@@ -135,6 +135,7 @@ def test_the_metadata_states_what_is_supported(dists: Dists) -> None:
     assert sorted(line.split()[1].split(">")[0].split("=")[0].lower() for line in runtime) == [
         "cryptography",
         "django",
+        "joserfc",
         "requests",
     ]
 
