@@ -206,7 +206,10 @@ IDENTITIES = [
     ("idura", "fi-ftn", FINNISH, "urn:grn:authn:fi:all", "substantial", "sub"),
     ("bankid-no", "bid", NORWEGIAN, "urn:bankid:bid", "high", "pid"),
     ("bankid-no", "bis", NORWEGIAN, "urn:bankid:bis", "substantial", "pid"),
+    # A D-number is a Norwegian number of another kind.
+    ("bankid-no", "bid", PERSONS.D_NUMBER, "urn:bankid:bid", "high", "pid"),
     ("signicat", "nbid", NORWEGIAN, "idp:nbid", "high", "pid"),
+    ("signicat", "nbid", PERSONS.D_NUMBER, "idp:nbid", "high", "pid"),
     ("signicat", "sbid", SWEDISH, "idp:sbid", "substantial", "idp_id"),
     ("signicat", "mitid", DANISH, "idp:mitid", "substantial", "idp_id"),
     ("signicat", "ftn", FINNISH, "idp:ftn", "substantial", "idp_id"),
@@ -217,7 +220,7 @@ IDENTITIES = [
 @pytest.mark.parametrize(
     ("preset", "provider", "person", "acr", "level", "unique_claim"),
     IDENTITIES,
-    ids=[f"{p}-{name}" for p, name, *_ in IDENTITIES],
+    ids=[f"{p}-{name}-{person.key}" for p, name, person, *_ in IDENTITIES],
 )
 @pytest.mark.parametrize("how", ["IDENTITY_PROVIDER", "ALLOWED_PROVIDERS"])
 def test_each_preset_stores_the_person(
@@ -264,7 +267,8 @@ def test_each_preset_stores_the_person(
     assert row.social_security_number == number
     assert number not in stored_ciphertext(row)
     country = _country(provider)
-    assert (row.national_id_country, row.national_id_kind) == (country, KIND[str(country)])
+    kind = national_id.D_NUMBER if person.key == "D_NUMBER" else KIND[country]
+    assert (row.national_id_country, row.national_id_kind) == (country, kind)
     # The stable unique id of the person at the eID.
     if unique_claim == "pid":
         assert row.identity_provider_unique_id == person.identity_provider_unique_id
@@ -301,6 +305,27 @@ def test_without_the_number_no_number_scope_is_asked_and_none_is_stored(
     assert row.social_security_number_hash is None
     assert NORWEGIAN.national_identity_number not in json.dumps(row.raw)
     assert row.identity_provider_unique_id  # the person is still known by their unique id
+
+
+#: Each preset's claim of the number, as a provider releases it unasked (Idura's static
+#: scope strategy releases what the dashboard says, whatever the scope).
+NUMBER_CLAIMS = {"idura": "socialno", "bankid-no": "nnin_altsub"}
+
+
+@pytest.mark.parametrize("preset", sorted(NUMBER_CLAIMS))
+@pytest.mark.parametrize("overrides", [{"GET_SOCIAL_SECURITY_NUMBER": False}])
+def test_a_number_released_unasked_is_not_kept(
+    eid_broker: EidBroker, browser: Client, preset: str
+) -> None:
+    number = NORWEGIAN.national_identity_number
+    start(browser)
+    eid_broker.tamper_next_token(claims={NUMBER_CLAIMS[preset]: number})
+    browser.get(path_of(eid_broker.complete()))
+    row = Identification.objects.get()
+    assert row.status == Status.SUCCESS
+    assert (row.social_security_number, row.social_security_number_hash) == (None, None)
+    assert number not in json.dumps(row.raw)
+    assert number not in stored_ciphertext(row)
 
 
 @pytest.mark.parametrize("overrides", [{"GET_SOCIAL_SECURITY_NUMBER": False}])
