@@ -379,6 +379,8 @@ OIDC_ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E031", {**OIDC, "OIDC_PRESET": "criipto"}),
     ("django_eid.E031", {**OIDC, "OIDC_PRESET": "Idura"}),
     ("django_eid.E032", {**OIDC, "TOKEN_AUTH_METHOD": "private_key_jwt"}),
+    # Neither a key nor a secret: the key is what is missing (no E002).
+    ("django_eid.E032", {**OIDC, "TOKEN_AUTH_METHOD": "private_key_jwt", "CLIENT_SECRET": None}),
     ("django_eid.E032", {**OIDC, **SIGNED, "OIDC_PRIVATE_KEY": PUBLIC_PEM}),
     ("django_eid.E032", {**OIDC, **SIGNED, "OIDC_PRIVATE_KEY": "-----BEGIN garbage-----"}),
     ("django_eid.E033", {**OIDC, "OIDC_REDIRECT_URI": "/eid/oidc/callback/"}),

@@ -342,7 +342,7 @@ def test_two_logins_of_one_person_give_one_unique_id(
         assert first.raw["sub"] != second.raw["sub"]
 
 
-@pytest.mark.parametrize("preset", ["bankid-no", "vipps", "signicat"])
+@pytest.mark.parametrize("preset", sorted(ISSUERS))
 @pytest.mark.parametrize(
     "overrides", [{"GET_SOCIAL_SECURITY_NUMBER": False, "ONE_ACCOUNT_PER_PERSON": True}]
 )
