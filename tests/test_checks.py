@@ -7,11 +7,13 @@ from typing import Any
 import pytest
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from joserfc.jwk import ECKey, RSAKey
 
 from django_eid.brokers import api_class
 from django_eid.checks import check_settings
 from django_eid.client import EidClient, get_client
 from django_eid.exceptions import EidConfigurationError, EidError
+from django_eid.sandbox.persons import builtin_persons
 from tests.fixtures_client import SECRET, SettingsWrapper, eid_settings_with
 
 REDIS = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://x:6379"}
@@ -348,3 +350,137 @@ def test_the_provider_warning_names_each_unlisted_name_once(settings: SettingsWr
     assert ids(messages) == {"django_eid.W023"}
     assert messages[0].msg.count("'DK_MITID'") == 1
     assert "NO_BANKID_WEB" not in messages[0].msg.split(":")[1]
+
+
+# -- BROKER_API "oidc" -----------------------------------------------------------------------
+#: A valid OpenID Connect site: the provider's issuer instead of BASE_URL and AUTH_URL.
+OIDC: dict[str, Any] = {
+    "BROKER_API": "oidc",
+    "OIDC_PRESET": "idura",
+    "OIDC_ISSUER": "https://shop-test.idura.broker",
+    "CLIENT_ID": "urn:shop:eid",
+    "SCOPES": None,
+    "BASE_URL": None,
+    "AUTH_URL": None,
+}
+RSA_KEY = RSAKey.generate_key(2048)
+PRIVATE_PEM = RSA_KEY.as_pem(private=True).decode()
+EC_PRIVATE_PEM = ECKey.generate_key("P-256").as_pem(private=True).decode()
+PUBLIC_PEM = RSA_KEY.as_pem(private=False).decode()
+SIGNED = {"TOKEN_AUTH_METHOD": "private_key_jwt", "OIDC_PRIVATE_KEY": PRIVATE_PEM}
+NUMBER = builtin_persons().NORWEGIAN.national_identity_number
+
+OIDC_ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("django_eid.E030", {**OIDC, "OIDC_ISSUER": None}),
+    ("django_eid.E030", {**OIDC, "OIDC_ISSUER": "/oidc/idura"}),
+    ("django_eid.E030", {**OIDC, "OIDC_ISSUER": "shop-test.idura.broker"}),
+    ("django_eid.E030", {**OIDC, "OIDC_ISSUER": "https://shop-test.idura.broker?tenant=1"}),
+    ("django_eid.E030", {**OIDC, "OIDC_ISSUER": "https://shop-test.idura.broker#x"}),
+    ("django_eid.E031", {**OIDC, "OIDC_PRESET": "criipto"}),
+    ("django_eid.E031", {**OIDC, "OIDC_PRESET": "Idura"}),
+    ("django_eid.E032", {**OIDC, "TOKEN_AUTH_METHOD": "private_key_jwt"}),
+    # Neither a key nor a secret: the key is what is missing (no E002).
+    ("django_eid.E032", {**OIDC, "TOKEN_AUTH_METHOD": "private_key_jwt", "CLIENT_SECRET": None}),
+    ("django_eid.E032", {**OIDC, **SIGNED, "OIDC_PRIVATE_KEY": PUBLIC_PEM}),
+    ("django_eid.E032", {**OIDC, **SIGNED, "OIDC_PRIVATE_KEY": "-----BEGIN garbage-----"}),
+    ("django_eid.E033", {**OIDC, "OIDC_REDIRECT_URI": "/eid/oidc/callback/"}),
+    ("django_eid.E033", {**OIDC, "OIDC_REDIRECT_URI": "shop.example/eid/oidc/callback/"}),
+    ("django_eid.E034", {**OIDC, "MIN_LOA": "medium"}),
+    ("django_eid.E034", {**OIDC, "MIN_LOA": "HIGH"}),
+    ("django_eid.E034", {**OIDC, "MIN_LOA": 3}),
+    # Signicat's name for NO BankID is not one of Idura's.
+    ("django_eid.E035", {**OIDC, "IDENTITY_PROVIDER": "nbid"}),
+    ("django_eid.E035", {**OIDC, "ALLOWED_PROVIDERS": ["no-bankid", "mitid"]}),
+    ("django_eid.E035", {**OIDC, "OIDC_PRESET": "bankid-no", "IDENTITY_PROVIDER": "no-bankid"}),
+    ("django_eid.E036", {**OIDC, "OIDC_ACR_VALUES": "urn:grn:authn:no:bankid\n"}),
+    ("django_eid.E036", {**OIDC, "OIDC_ACR_VALUES": "urn:grn:authn:\x00no:bankid"}),
+    ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": "scope:ssn\r\n"}),
+    ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": 5}),
+    ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": f"BID:{NUMBER}"}),
+    ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": NUMBER}),
+    # private_key_jwt is OIDC's alone: the REST APIs authenticate with the secret.
+    ("django_eid.E005", {"TOKEN_AUTH_METHOD": "private_key_jwt"}),
+    ("django_eid.E005", {"BROKER_API": "v2", "TOKEN_AUTH_METHOD": "private_key_jwt"}),
+    ("django_eid.E005", {**OIDC, "TOKEN_AUTH_METHOD": "digest"}),
+    # Without private_key_jwt an OIDC client still needs its secret.
+    ("django_eid.E002", {**OIDC, "CLIENT_SECRET": None}),
+]
+
+
+@pytest.mark.parametrize(("check_id", "overrides"), OIDC_ERROR_CASES)
+def test_oidc_error_is_reported_by_its_id(
+    settings: SettingsWrapper, check_id: str, overrides: dict[str, Any]
+) -> None:
+    messages = run(settings, debug=True, **overrides)
+    assert ids(messages) == {check_id}
+    assert messages[0].level == checks.ERROR
+    assert SECRET not in messages[0].msg
+    assert NUMBER not in messages[0].msg
+
+
+@pytest.mark.parametrize(("check_id", "overrides"), OIDC_ERROR_CASES)
+def test_client_refuses_an_oidc_configuration_with_errors(
+    settings: SettingsWrapper, check_id: str, overrides: dict[str, Any]
+) -> None:
+    settings.DEBUG = True
+    settings.DJANGO_EID = eid_settings_with(**overrides)
+    with pytest.raises(EidConfigurationError, match=check_id):
+        EidClient()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        OIDC,
+        {**OIDC, "OIDC_PRESET": None},  # a generic OpenID provider
+        {**OIDC, "OIDC_PRESET": "signicat", "ALLOWED_PROVIDERS": ["nbid", "sbid", "mitid", "ftn"]},
+        {**OIDC, "OIDC_PRESET": "bankid-no", "IDENTITY_PROVIDER": "bis", "MIN_LOA": "substantial"},
+        {**OIDC, "OIDC_PRESET": "vipps", "IDENTITY_PROVIDER": "vipps", "OIDC_PAR": False},
+        {**OIDC, "OIDC_REDIRECT_URI": "https://shop.example/eid/oidc/callback/"},
+        {**OIDC, "OIDC_ACR_VALUES": "urn:grn:authn:se:bankid", "OIDC_LOGIN_HINT": "scope:ssn"},
+        # No CLIENT_SECRET with private_key_jwt (E002 not raised), an RSA or an EC key.
+        {**OIDC, **SIGNED, "CLIENT_SECRET": None, "OIDC_PRIVATE_KEY_ID": "shop-1"},
+        {**OIDC, **SIGNED, "CLIENT_SECRET": None, "OIDC_PRIVATE_KEY": EC_PRIVATE_PEM},
+        {**OIDC, "TOKEN_AUTH_METHOD": "post"},
+    ],
+)
+@pytest.mark.usefixtures("shared_cache")
+def test_a_valid_oidc_configuration_has_no_message(
+    settings: SettingsWrapper, overrides: dict[str, Any]
+) -> None:
+    """No BASE_URL nor AUTH_URL (E003/E004 do not apply: the issuer says where)."""
+    assert "BASE_URL" not in eid_settings_with(**overrides)
+    assert run(settings, TOKEN_CACHE="shared", **overrides) == []
+    EidClient().close()
+
+
+@pytest.mark.parametrize(
+    ("check_id", "overrides"),
+    [
+        ("django_eid.W024", {"OIDC_ISSUER": "https://shop-test.idura.broker"}),
+        ("django_eid.W024", {"BROKER_API": "v2", "OIDC_PRESET": "idura"}),
+        ("django_eid.W024", {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-1", "OIDC_PAR": False}),
+        ("django_eid.W025", {**OIDC, "OIDC_ISSUER": "http://localhost:8000/eid-sandbox/oidc"}),
+        ("django_eid.W026", {"MIN_LOA": "high"}),
+        ("django_eid.W026", {"BROKER_API": "v2", "MIN_LOA": "substantial"}),
+        ("django_eid.W026", {**OIDC, "OIDC_PRESET": None, "MIN_LOA": "low"}),
+    ],
+)
+@pytest.mark.usefixtures("shared_cache")
+def test_oidc_warnings(settings: SettingsWrapper, check_id: str, overrides: dict[str, Any]) -> None:
+    messages = run(settings, TOKEN_CACHE="shared", **overrides)
+    assert ids(messages) == {check_id}
+    assert messages[0].level == checks.WARNING
+
+
+def test_a_plain_http_issuer_is_fine_in_debug(settings: SettingsWrapper) -> None:
+    issuer = "http://localhost:8000/eid-sandbox/oidc/idura"
+    assert run(settings, debug=True, **{**OIDC, "OIDC_ISSUER": issuer}) == []
+
+
+@pytest.mark.usefixtures("shared_cache")
+def test_min_loa_with_an_api_that_states_a_level_does_not_warn(settings: SettingsWrapper) -> None:
+    assert (
+        run(settings, TOKEN_CACHE="shared", BROKER_API="eid-hub", ACCOUNT_ID="a-1", MIN_LOA="high")
+        == []
+    )
