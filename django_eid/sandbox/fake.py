@@ -175,7 +175,12 @@ class EidBroker:
                 client_key_id=client_key_id,
             )
             routes += [
-                (responses.GET, f"{oidc_issuer}/.well-known/openid-configuration", "discovery"),
+                # OpenID Connect Discovery 4: under the issuer without its trailing slash.
+                (
+                    responses.GET,
+                    f"{oidc_issuer.rstrip('/')}/.well-known/openid-configuration",
+                    "discovery",
+                ),
                 (responses.GET, self.oidc.endpoint("jwks"), "jwks"),
                 (responses.POST, self.oidc.endpoint("par"), "par"),
                 (responses.POST, self.oidc.endpoint("token"), "token"),
@@ -447,7 +452,7 @@ class EidBroker:
         """
         body = _body(request)
         url = request.url or ""
-        if self.oidc is not None and url.startswith(self.oidc.issuer + "/"):
+        if self.oidc is not None and url.startswith(self.oidc.issuer.rstrip("/") + "/"):
             return self._serve_oidc(self.oidc, endpoint, request, body)
         query = urlsplit(url).query
         api, session_id = self._route(url)

@@ -365,7 +365,7 @@ class OpenIdProvider:
 
     def endpoint(self, name: str) -> str:
         """The URL of ``authorize``, ``token``, ``userinfo``, ``jwks`` or ``par``."""
-        return f"{self.issuer}/{name}"
+        return f"{self.issuer.rstrip('/')}/{name}"
 
     # -- discovery and keys ---------------------------------------------------------------
     def discovery(self) -> Reply:
