@@ -98,18 +98,31 @@ def _str(claims: Mapping[str, Any], *names: str) -> str | None:
     return None
 
 
-def _standard(preset: Preset, claims: Mapping[str, Any], provider: str | None) -> Claims:
+def _person(
+    preset: Preset,
+    claims: Mapping[str, Any],
+    provider: str | None,
+    *,
+    unique_id: str | None,
+    number: str | None = None,
+    country: str | None = None,
+    number_type: str | None = None,
+) -> Claims:
+    """The identity in ``claims`` of ``provider``: the standard name and birth-date claims
+    (OIDC Core 5.1) beside what the broker's own claims said; the level and, unless given,
+    the number's country are the provider's."""
     spec = preset.providers.get(provider or "")
     return Claims(
         provider=provider,
-        unique_id=_str(claims, "sub"),
+        unique_id=unique_id,
         name=_str(claims, "name"),
         first_name=_str(claims, "given_name"),
         last_name=_str(claims, "family_name"),
-        birth_date=_str(claims, "birthdate"),
-        number=None,
-        number_country=spec.country if spec else None,
-        number_type=None,
+        # Idura's older claim name beside the standard one.
+        birth_date=_str(claims, "birthdate", "dateofbirth"),
+        number=number,
+        number_country=country or (spec.country if spec else None),
+        number_type=number_type,
         level=spec.level if spec else None,
     )
 
@@ -138,19 +151,14 @@ def _idura(preset: Preset, claims: Mapping[str, Any]) -> Claims:
     # identity scheme says which eID when the acr is not one of ours.
     provider = preset.provider_for_acr(_str(claims, "authenticationtype", "acr"))
     provider = provider or _IDURA_SCHEMES.get(scheme)
-    spec = preset.providers.get(provider or "")
-    number = _str(claims, _IDURA_NUMBER_CLAIMS.get(scheme, "socialno"))
-    return Claims(
-        provider=provider,
+    known = provider in preset.providers
+    return _person(
+        preset,
+        claims,
+        provider,
         unique_id=_str(claims, _IDURA_UNIQUE_ID_CLAIMS.get(scheme, "sub"), "sub"),
-        name=_str(claims, "name"),
-        first_name=_str(claims, "given_name"),
-        last_name=_str(claims, "family_name"),
-        birth_date=_str(claims, "birthdate", "dateofbirth"),
-        number=number,
-        number_country=(spec.country if spec else None) or _str(claims, "country"),
-        number_type=None,
-        level=spec.level if spec else None,
+        number=_str(claims, _IDURA_NUMBER_CLAIMS.get(scheme, "socialno")),
+        country=None if known else _str(claims, "country"),
     )
 
 
@@ -160,50 +168,43 @@ _NIN_TYPES: Final = {"BIRTH": national_id.FODSELSNUMMER}
 
 def _signicat(preset: Preset, claims: Mapping[str, Any]) -> Claims:
     provider = _str(claims, "idp") or preset.provider_for_acr(_str(claims, "acr"))
-    spec = preset.providers.get(provider or "")
     nin_type = _str(claims, "nin_type")
-    return Claims(
-        provider=provider,
+    return _person(
+        preset,
+        claims,
+        provider,
         unique_id=_str(claims, "idp_id", "sub"),
-        name=_str(claims, "name"),
-        first_name=_str(claims, "given_name"),
-        last_name=_str(claims, "family_name"),
-        birth_date=_str(claims, "birthdate"),
         number=_str(claims, "nin"),
-        number_country=_str(claims, "nin_issuing_country") or (spec.country if spec else None),
-        number_type=_NIN_TYPES.get(nin_type or "") if nin_type else None,
-        level=spec.level if spec else None,
+        country=_str(claims, "nin_issuing_country"),
+        number_type=_NIN_TYPES.get(nin_type) if nin_type else None,
     )
 
 
 # -- BankID Norge ----------------------------------------------------------------------------------
 def _bankid_no(preset: Preset, claims: Mapping[str, Any]) -> Claims:
-    provider = preset.provider_for_acr(_str(claims, "acr"))
-    spec = preset.providers.get(provider or "")
-    return Claims(
-        provider=provider,
+    return _person(
+        preset,
+        claims,
+        preset.provider_for_acr(_str(claims, "acr")),
         # ``sub`` changes between logins; the PID in bankid_altsub is the stable id.
         unique_id=_str(claims, "bankid_altsub"),
-        name=_str(claims, "name"),
-        first_name=_str(claims, "given_name"),
-        last_name=_str(claims, "family_name"),
-        birth_date=_str(claims, "birthdate"),
         number=_str(claims, "nnin_altsub"),
-        number_country=national_id.NORWAY,
-        number_type=None,
-        level=spec.level if spec else None,
+        country=national_id.NORWAY,
     )
 
 
 # -- Vipps Login -----------------------------------------------------------------------------------
 def _vipps(preset: Preset, claims: Mapping[str, Any]) -> Claims:
-    base = _standard(preset, claims, "vipps")
-    return Claims(**{**base.__dict__, "number": _str(claims, "nin", "nnin")})
+    # The pairwise ``sub`` is stable per person and client; Vipps' docs name the number
+    # claim both ways.
+    return _person(
+        preset, claims, "vipps", unique_id=_str(claims, "sub"), number=_str(claims, "nin", "nnin")
+    )
 
 
 def _generic(preset: Preset, claims: Mapping[str, Any]) -> Claims:
-    acr = _str(claims, "acr")
-    return _standard(preset, claims, preset.provider_for_acr(acr))
+    provider = preset.provider_for_acr(_str(claims, "acr"))
+    return _person(preset, claims, provider, unique_id=_str(claims, "sub"))
 
 
 _READERS: Final = {
