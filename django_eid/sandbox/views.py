@@ -471,36 +471,35 @@ class OidcAuthorizeView(OidcView):
         return response
 
 
+class OidcFormView(OidcView):
+    """A POST of a form with the client's authentication, answered by the provider's
+    ``operation`` (``par`` or ``token``)."""
+
+    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+    operation: ClassVar[str]
+
+    def post(self, request: HttpRequest, preset: str) -> HttpResponse:
+        simulate_latency()
+        reply = getattr(self.get_provider(), self.operation)(
+            authorization=request.headers.get("Authorization"),
+            content_type=request.content_type,
+            body=request.body,
+        )
+        return json_response(reply)
+
+
 @method_decorator(csrf_exempt, name="dispatch")
-class OidcParView(OidcView):
+class OidcParView(OidcFormView):
     """``POST <mount>/oidc/<preset>/par``: 201 ``{"request_uri", "expires_in"}``."""
 
-    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
-
-    def post(self, request: HttpRequest, preset: str) -> HttpResponse:
-        simulate_latency()
-        reply = self.get_provider().par(
-            authorization=request.headers.get("Authorization"),
-            content_type=request.content_type,
-            body=request.body,
-        )
-        return json_response(reply)
+    operation = "par"
 
 
 @method_decorator(csrf_exempt, name="dispatch")
-class OidcTokenView(OidcView):
+class OidcTokenView(OidcFormView):
     """``POST <mount>/oidc/<preset>/token``."""
 
-    http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
-
-    def post(self, request: HttpRequest, preset: str) -> HttpResponse:
-        simulate_latency()
-        reply = self.get_provider().token(
-            authorization=request.headers.get("Authorization"),
-            content_type=request.content_type,
-            body=request.body,
-        )
-        return json_response(reply)
+    operation = "token"
 
 
 @method_decorator(csrf_exempt, name="dispatch")
