@@ -764,3 +764,112 @@ def test_bid_meets_min_loa_high(serve: Callable[..., EidBroker], alice_client: C
     assert alice_client.get(op.complete()).status_code == 302
     row.refresh_from_db()
     assert (row.status, row.level_of_assurance) == (Status.SUCCESS, "high")
+
+
+def test_a_kid_of_a_key_of_another_type_is_refused(
+    serve: Callable[..., EidBroker], alice_client: Client, fired: Fired
+) -> None:
+    """RS256 (allowed here) over the kid of the OP's EC key: never verified with that key."""
+    op = serve("bankid-no")
+    listed = ["ES256", "RS256"]
+    op.inject("discovery", body=document(op, id_token_signing_alg_values_supported=listed))
+    row = begin(alice_client)
+    url = op.complete()
+    op.tamper_next_token(header={"alg": "RS256"})  # the kid stays the EC key's
+    response = alice_client.get(url)
+    assert_failed(response, row, "id_token_invalid", fired, says="does not have")
+
+
+# == the token endpoint's answer, the code, PAR ==========================================================
+#: id: (the token endpoint's 200 answer, the error code stored, what it says).
+ANSWERS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "no id_token": ({"token_type": "Bearer", "access_token": "a" * 43}, "id_token_invalid", ""),
+    "an empty id_token": (
+        {"token_type": "Bearer", "access_token": "a" * 43, "id_token": ""},
+        "id_token_invalid",
+        "without an id_token",
+    ),
+    "another token type": (
+        {"token_type": "mac", "access_token": "a" * 43, "id_token": "a.b.c"},
+        "protocol_error",
+        "Bearer",
+    ),
+    "no token type": ({"access_token": "a" * 43, "id_token": "a.b.c"}, "protocol_error", "Bearer"),
+}
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_a_token_answer_without_what_the_protocol_requires_ends_the_row(
+    op: EidBroker, alice_client: Client, fired: Fired, answer: str
+) -> None:
+    body, code, says = ANSWERS[answer]
+    row = begin(alice_client)
+    url = op.complete()
+    op.inject("token", body=body, times=1)
+    response = alice_client.get(url)
+    assert_failed(response, row, code, fired, says=says)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("abc def", id="a space"),
+        pytest.param("abc\ndef", id="a newline"),
+        pytest.param("x" * 2049, id="too long"),
+        pytest.param("k\u00e5de", id="not ASCII"),
+    ],
+)
+def test_a_code_no_provider_issues_ends_the_row_without_a_token_call(
+    op: EidBroker, alice_client: Client, fired: Fired, code: str
+) -> None:
+    row = begin(alice_client)
+    op.complete()
+    response = alice_client.get(CALLBACK, {"code": code, "state": row.external_id})
+    assert_failed(response, row, "invalid_request", fired)
+    assert op.token_requests == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "page", "code"),
+    [
+        pytest.param(
+            {"status": 201, "body": {"expires_in": 120}},
+            502,
+            "EidProtocolError",
+            id="no request_uri",
+        ),
+        pytest.param(
+            {"status": 201, "body": {"request_uri": "urn:x\n", "expires_in": 120}},
+            502,
+            "EidProtocolError",
+            id="a request_uri with a newline",
+        ),
+        pytest.param(
+            {"status": 400, "body": {"error": "invalid_request"}}, 502, "TokenError", id="a 400"
+        ),
+        pytest.param(
+            {"status": 401, "body": {"error": "invalid_client"}}, 502, "InvalidClient", id="a 401"
+        ),
+    ],
+)
+def test_a_par_endpoint_answering_otherwise_fails_the_start_with_a_page(
+    op: EidBroker, alice_client: Client, fired: Fired, fault: dict[str, Any], page: int, code: str
+) -> None:
+    op.inject("par", **fault)
+    response = alice_client.post(START)
+    assert response.status_code == page
+    (row,) = Identification.objects.all()
+    assert (row.status, row.error_code) == (Status.ERROR, code)
+    assert fired.names == []
+
+
+def test_oidc_par_true_without_a_par_endpoint_fails_the_start(
+    serve: Callable[..., EidBroker], alice_client: Client, fired: Fired
+) -> None:
+    op = serve(OIDC_PAR=True)
+    op.inject("discovery", body=document(op, pushed_authorization_request_endpoint=None))
+    response = alice_client.post(START)
+    assert response.status_code == 502
+    (row,) = Identification.objects.all()
+    assert (row.status, row.error_code) == (Status.ERROR, "EidProtocolError")
+    assert op.authorization_requests == []
