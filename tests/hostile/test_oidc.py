@@ -28,7 +28,6 @@ from django.test import Client
 from django.utils import timezone
 
 from django_eid import outcomes
-from django_eid.brokers.oidc import LEEWAY
 from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
 from tests.hostile.conftest import Fired, Status, changed, logged_in, snapshot
@@ -155,6 +154,12 @@ def now() -> int:
     return int(time.time())
 
 
+#: Seconds past what any clock skew explains (the spec allows at most 2 minutes) and
+#: well within it: literal, so a check that changes the relying party's leeway fails.
+BEYOND_SKEW = 150
+WITHIN_SKEW = 60
+
+
 #: id: (the tampered claims, what the stored error says). Each breaks one check of
 #: ``OidcApi._check_claims`` / ``validate_id_token``; every other claim stays valid.
 CLAIMS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
@@ -172,12 +177,12 @@ CLAIMS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
         "several audiences",
     ),
     "azp of another client": (lambda: {"azp": "another-client"}, "azp is another client"),
-    "expired past the leeway": (lambda: {"exp": now() - LEEWAY - 30}, "(exp)"),
+    "expired past the leeway": (lambda: {"exp": now() - BEYOND_SKEW}, "(exp)"),
     "no exp": (lambda: {"exp": None}, "(exp)"),
     "exp a string": (lambda: {"exp": str(now() + 300)}, "(exp)"),
-    "issued in the future": (lambda: {"iat": now() + LEEWAY + 60}, "(iat)"),
+    "issued in the future": (lambda: {"iat": now() + BEYOND_SKEW}, "(iat)"),
     "no iat": (lambda: {"iat": None}, "(iat)"),
-    "not valid yet": (lambda: {"nbf": now() + LEEWAY + 60}, "(nbf)"),
+    "not valid yet": (lambda: {"nbf": now() + BEYOND_SKEW}, "(nbf)"),
     "nbf a string": (lambda: {"nbf": "soon"}, "(nbf)"),
     "no sub": (lambda: {"sub": None}, "no sub"),
     "an empty sub": (lambda: {"sub": ""}, "no sub"),
@@ -210,9 +215,9 @@ def test_an_id_token_failing_a_claim_check_ends_the_row_as_an_error(
 @pytest.mark.parametrize(
     "claims",
     [
-        pytest.param(lambda: {"exp": now() - LEEWAY + 30}, id="expired within the leeway"),
-        pytest.param(lambda: {"iat": now() + LEEWAY - 30}, id="iat within the leeway"),
-        pytest.param(lambda: {"nbf": now() + LEEWAY - 30}, id="nbf within the leeway"),
+        pytest.param(lambda: {"exp": now() - WITHIN_SKEW}, id="expired within the leeway"),
+        pytest.param(lambda: {"iat": now() + WITHIN_SKEW}, id="iat within the leeway"),
+        pytest.param(lambda: {"nbf": now() + WITHIN_SKEW}, id="nbf within the leeway"),
         pytest.param(lambda: {"at_hash": None}, id="no at_hash"),
         pytest.param(lambda: {"aud": [PRESETS["idura"][1]]}, id="aud a list of one"),
         pytest.param(
@@ -515,6 +520,7 @@ def test_access_denied_aborts_the_row(op: EidBroker, alice_client: Client, fired
     row = begin(alice_client)
     response = alice_client.get(op.abort())
     assert (response.status_code, response["Location"]) == (302, START)
+    assert str(outcomes.ABORTED.message) in alice_client.get(START).content.decode()
     row.refresh_from_db()
     assert row.status == Status.ABORTED
     assert fired.names == ["started", "aborted"]
@@ -539,7 +545,7 @@ def broken_documents(op: EidBroker) -> dict[str, Any]:
         "no S256": dict(body=document(op, code_challenge_methods_supported=["plain"])),
         "not JSON": dict(body="<html><body>Maintenance</body></html>"),
         "a JSON list": dict(body=[1, 2]),
-        "a 404": dict(status=404, body={"error": "not_found"}),
+        "a 404": dict(status=404, body=document(op)),
         "huge": dict(body=b'{"issuer": "' + b"x" * (1024 * 1024 + 1) + b'"}'),
     }
 
@@ -873,3 +879,51 @@ def test_oidc_par_true_without_a_par_endpoint_fails_the_start(
     (row,) = Identification.objects.all()
     assert (row.status, row.error_code) == (Status.ERROR, "EidProtocolError")
     assert op.authorization_requests == []
+
+
+# == the JSON API ====================================================================================
+API = "/eid/api/identifications/"
+
+
+def api_begin(client: Client, op: EidBroker) -> tuple[Identification, str]:
+    response = client.generic("POST", API, "{}", content_type="application/json")
+    assert response.status_code == 201, response.content.decode()[:500]
+    started = response.json()
+    row = Identification.objects.get(reference=started["reference"])
+    return row, started["secret"]
+
+
+def api_return(client: Client, row: Identification, secret: str, query: str) -> Any:
+    body = json.dumps({"query": query, "secret": secret})
+    url = f"{API}{row.reference}/return/"
+    return client.generic("POST", url, body, content_type="application/json")
+
+
+def test_the_json_api_finishes_an_oidc_return_and_checks_it_as_the_callback_does(
+    op: EidBroker, alice_client: Client, fired: Fired, logs: Any
+) -> None:
+    row, secret = api_begin(alice_client, op)
+    url = op.complete()
+    op.tamper_next_token(claims={"nonce": "A" * 43})
+    response = api_return(alice_client, row, secret, "eid_return=success&" + urlsplit(url).query)
+    assert response.status_code == 200
+    assert response.json()["status"] == Status.ERROR
+    row.refresh_from_db()
+    assert (row.status, row.error_code) == (Status.ERROR, "id_token_invalid")
+    assert fired.names == ["started", "failed"]
+    assert_clean(op, row, logs)
+    assert "eyJ" not in response.content.decode()
+
+
+def test_access_denied_sent_to_the_json_api_as_a_success_aborts(
+    op: EidBroker, alice_client: Client, fired: Fired
+) -> None:
+    """The front end names the kind of return; the provider's ``error`` decides."""
+    row, secret = api_begin(alice_client, op)
+    url = op.abort()
+    response = api_return(alice_client, row, secret, "eid_return=success&" + urlsplit(url).query)
+    assert response.status_code == 200
+    row.refresh_from_db()
+    assert row.status == Status.ABORTED
+    assert fired.names == ["started", "aborted"]
+    assert op.token_requests == 0
