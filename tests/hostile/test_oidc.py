@@ -927,3 +927,57 @@ def test_access_denied_sent_to_the_json_api_as_a_success_aborts(
     assert row.status == Status.ABORTED
     assert fired.names == ["started", "aborted"]
     assert op.token_requests == 0
+
+
+# == out of reach before and after the code is spent ====================================================
+def test_a_jwks_out_of_reach_at_the_callback_spends_no_code_and_a_reload_completes(
+    op: EidBroker, alice_client: Client, fired: Fired
+) -> None:
+    from tests.conftest import reset_eid_state
+
+    row = begin(alice_client)
+    url = op.complete()
+    reset_eid_state()  # the cached keys are gone: the callback fetches them again
+    op.inject("jwks", exception=requests.ConnectTimeout)
+    response = alice_client.get(url)
+    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    assert op.token_requests == 0  # the code is not spent on an answer that cannot be checked
+    op.heal()
+    done = alice_client.get(url)
+    assert (done.status_code, done["Location"]) == (302, "/")
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS
+    assert fired.names == ["started", "succeeded"]
+
+
+@pytest.mark.parametrize("preset", ["signicat", "vipps"])
+def test_userinfo_out_of_reach_after_the_exchange_ends_the_row_once(
+    serve: Callable[..., EidBroker], alice_client: Client, fired: Fired, logs: Any, preset: str
+) -> None:
+    """The code is spent: a reload cannot exchange it again, so the row ends now, with the
+    reason, instead of asking the user to reload into an ``invalid_grant``."""
+    op = serve(preset)
+    row = begin(alice_client)
+    url = op.complete()
+    op.inject("userinfo", exception=requests.ReadTimeout)
+    response = alice_client.get(url)
+    assert_failed(response, row, "provider_unreachable", fired, says="userinfo")
+    assert op.token_requests == 1
+    again = alice_client.get(url)
+    assert again.status_code == 200
+    assert op.token_requests == 1
+    assert_clean(op, row, logs)
+
+
+def test_a_token_endpoint_redirecting_elsewhere_is_not_followed(
+    op: EidBroker, alice_client: Client, fired: Fired, logs: Any
+) -> None:
+    row = begin(alice_client)
+    url = op.complete()
+    op.inject("token", 302, body=b"", headers={"Location": "https://evil.example/steal"}, times=1)
+    response = alice_client.get(url)
+    assert_failed(response, row, "protocol_error", fired)
+    assert not [c for c in op.mock.calls if "evil.example" in (c.request.url or "")]
+    assert_clean(op, row, logs)
