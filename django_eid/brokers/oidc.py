@@ -460,6 +460,10 @@ class OidcApi(BrokerApi):
         audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
         if client_id not in audiences:
             raise IdTokenInvalid(f"{what} is not addressed to this client (aud)")
+        if any(audience != client_id for audience in audiences):
+            # OIDC Core 3.1.3.7 (3): no audience the client does not trust; it trusts none
+            # but itself.
+            raise IdTokenInvalid(f"{what} is addressed to another audience too (aud)")
         if len(audiences) > 1 and claims.get("azp") != client_id:
             raise IdTokenInvalid(f"{what} has several audiences and azp is not this client")
         if "azp" in claims and claims.get("azp") != client_id:
