@@ -168,12 +168,20 @@ CLAIMS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "no issuer": (lambda: {"iss": None}, "issuer"),
     "another audience": (lambda: {"aud": "another-client"}, "(aud)"),
     "no audience": (lambda: {"aud": None}, "(aud)"),
-    "several audiences, no azp": (
+    "another audience too": (
         lambda: {"aud": [PRESETS["idura"][1], "another-client"]},
+        "another audience too",
+    ),
+    "another audience too, azp this client": (
+        lambda: {"aud": [PRESETS["idura"][1], "another-client"], "azp": PRESETS["idura"][1]},
+        "another audience too",
+    ),
+    "the audience twice, no azp": (
+        lambda: {"aud": [PRESETS["idura"][1], PRESETS["idura"][1]]},
         "several audiences",
     ),
-    "several audiences, azp of another": (
-        lambda: {"aud": [PRESETS["idura"][1], "another-client"], "azp": "another-client"},
+    "the audience twice, azp of another": (
+        lambda: {"aud": [PRESETS["idura"][1], PRESETS["idura"][1]], "azp": "another-client"},
         "several audiences",
     ),
     "azp of another client": (lambda: {"azp": "another-client"}, "azp is another client"),
@@ -221,8 +229,8 @@ def test_an_id_token_failing_a_claim_check_ends_the_row_as_an_error(
         pytest.param(lambda: {"at_hash": None}, id="no at_hash"),
         pytest.param(lambda: {"aud": [PRESETS["idura"][1]]}, id="aud a list of one"),
         pytest.param(
-            lambda: {"aud": [PRESETS["idura"][1], "x"], "azp": PRESETS["idura"][1]},
-            id="several audiences, azp this client",
+            lambda: {"aud": [PRESETS["idura"][1]] * 2, "azp": PRESETS["idura"][1]},
+            id="the audience twice, azp this client",
         ),
     ],
 )
