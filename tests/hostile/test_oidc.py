@@ -989,3 +989,48 @@ def test_a_token_endpoint_redirecting_elsewhere_is_not_followed(
     assert_failed(response, row, "protocol_error", fired)
     assert not [c for c in op.mock.calls if "evil.example" in (c.request.url or "")]
     assert_clean(op, row, logs)
+
+
+@pytest.mark.parametrize("endpoint", ["jwks", "discovery"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        pytest.param({"status": 503, "body": "<h1>Maintenance</h1>"}, id="a 503 page"),
+        pytest.param({"status": 502, "body": {"error": "bad_gateway"}}, id="a 502"),
+        pytest.param({"status": 429, "body": {}}, id="a 429"),
+    ],
+)
+def test_metadata_unavailable_at_the_callback_leaves_the_row_pending(
+    op: EidBroker, alice_client: Client, fired: Fired, endpoint: str, fault: dict[str, Any]
+) -> None:
+    from tests.conftest import reset_eid_state
+
+    row = begin(alice_client)
+    url = op.complete()
+    reset_eid_state()
+    op.inject(endpoint, **fault)
+    response = alice_client.get(url)
+    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    assert op.token_requests == 0
+    op.heal()
+    done = alice_client.get(url)
+    assert (done.status_code, done["Location"]) == (302, "/")
+
+
+def test_an_error_return_with_hostile_text_is_stored_short_and_printable(
+    op: EidBroker, alice_client: Client, fired: Fired
+) -> None:
+    row = begin(alice_client)
+    error = "server_error\x00\n<script>" + "x" * 500
+    query = {"error": error, "error_description": "d" * 5000, "state": row.external_id}
+    response = alice_client.get(CALLBACK, query)
+    assert response.status_code == 200
+    row.refresh_from_db()
+    assert row.status == Status.ERROR
+    assert row.error_code.startswith("server_error<script>")
+    assert len(row.error_code) <= 64
+    assert all(32 < ord(c) < 127 for c in row.error_code + row.error_status)
+    assert len(row.error_message) <= 300
+    assert op.token_requests == 0
