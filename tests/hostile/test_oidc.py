@@ -1034,3 +1034,67 @@ def test_an_error_return_with_hostile_text_is_stored_short_and_printable(
     assert all(32 < ord(c) < 127 for c in row.error_code + row.error_status)
     assert len(row.error_message) <= 300
     assert op.token_requests == 0
+
+
+# -- userinfo as a signed JWT ----------------------------------------------------------------------
+def userinfo_jwt(op: EidBroker, changes: dict[str, Any], signing: str = "RS256") -> bytes:
+    """The OP's userinfo of the latest session as a JWT signed with its key (``none``:
+    unsigned), with ``changes`` (``None`` removes a claim)."""
+    from joserfc import jwt
+
+    from django_eid.sandbox.wire_oidc import signing_key
+
+    assert op.oidc is not None
+    claims = {
+        **op.oidc.claims(op.sessions[-1]),
+        "iss": op.oidc.issuer,
+        "aud": PRESETS["signicat"][1],
+    }
+    claims = {k: v for k, v in {**claims, **changes}.items() if v is not None}
+    if signing == "none":
+        return unsigned({"alg": "none"}, claims).rsplit(".", 1)[0].encode() + b"."
+    kid, key = signing_key(op.store, "RS256")
+    return jwt.encode({"alg": "RS256", "kid": kid}, claims, key, algorithms=["RS256"]).encode()
+
+
+@pytest.mark.parametrize(
+    ("changes", "signing", "says"),
+    [
+        pytest.param({"iss": "https://evil.example"}, "RS256", "issuer", id="another issuer"),
+        pytest.param({"aud": "another-client"}, "RS256", "(aud)", id="another audience"),
+        pytest.param({"sub": "someone-else"}, "RS256", "another subject", id="another sub"),
+        pytest.param({}, "none", "'none'", id="unsigned"),
+    ],
+)
+def test_a_hostile_userinfo_jwt_is_refused(
+    serve: Callable[..., EidBroker],
+    alice_client: Client,
+    fired: Fired,
+    logs: Any,
+    changes: dict[str, Any],
+    signing: str,
+    says: str,
+) -> None:
+    op = serve("signicat")
+    row = begin(alice_client)
+    url = op.complete()
+    body = userinfo_jwt(op, changes, signing)
+    op.inject("userinfo", body=body, headers={"Content-Type": "application/jwt"}, times=1)
+    response = alice_client.get(url)
+    assert_failed(response, row, "id_token_invalid", fired, says=says)
+    assert_clean(op, row, logs)
+
+
+def test_a_signed_userinfo_jwt_of_the_provider_is_read(
+    serve: Callable[..., EidBroker], alice_client: Client, fired: Fired
+) -> None:
+    op = serve("signicat")
+    row = begin(alice_client)
+    url = op.complete()
+    body = userinfo_jwt(op, {})
+    op.inject("userinfo", body=body, headers={"Content-Type": "application/jwt"}, times=1)
+    response = alice_client.get(url)
+    assert (response.status_code, response["Location"]) == (302, "/")
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS
+    assert row.social_security_number == op.persons.NORWEGIAN.national_identity_number
