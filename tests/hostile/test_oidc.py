@@ -30,6 +30,7 @@ from django.utils import timezone
 from django_eid import outcomes
 from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
+from tests.conftest import reset_eid_state
 from tests.hostile.conftest import Fired, Status, changed, logged_in, snapshot
 
 pytestmark = pytest.mark.django_db
@@ -607,8 +608,6 @@ def test_a_slow_or_unreachable_discovery_fails_the_start_as_unavailable(
 def test_a_discovery_slow_at_the_callback_leaves_the_row_pending(
     op: EidBroker, alice_client: Client, fired: Fired
 ) -> None:
-    from tests.conftest import reset_eid_state
-
     row = begin(alice_client)
     url = op.complete()
     reset_eid_state()  # the cached document is gone: the callback fetches it again
@@ -941,8 +940,6 @@ def test_access_denied_sent_to_the_json_api_as_a_success_aborts(
 def test_a_jwks_out_of_reach_at_the_callback_spends_no_code_and_a_reload_completes(
     op: EidBroker, alice_client: Client, fired: Fired
 ) -> None:
-    from tests.conftest import reset_eid_state
-
     row = begin(alice_client)
     url = op.complete()
     reset_eid_state()  # the cached keys are gone: the callback fetches them again
@@ -1003,8 +1000,6 @@ def test_a_token_endpoint_redirecting_elsewhere_is_not_followed(
 def test_metadata_unavailable_at_the_callback_leaves_the_row_pending(
     op: EidBroker, alice_client: Client, fired: Fired, endpoint: str, fault: dict[str, Any]
 ) -> None:
-    from tests.conftest import reset_eid_state
-
     row = begin(alice_client)
     url = op.complete()
     reset_eid_state()
