@@ -50,6 +50,7 @@ from django_eid.exceptions import (
     EidConfigurationError,
     EidError,
     EidProtocolError,
+    EidUnavailable,
     IdTokenInvalid,
     InvalidClient,
     TokenError,
@@ -299,11 +300,14 @@ class OidcApi(BrokerApi):
             claims = self._redeem(code, external_id, return_url)
         except (EidProtocolError, TokenError) as err:
             # The code is spent (or refused): another try cannot succeed, so the session
-            # ends here. A provider out of reach (EidUnavailable) leaves it pending instead.
+            # ends here. A provider out of reach before the exchange (EidUnavailable)
+            # leaves it pending instead: the user may reload.
             level = logging.ERROR if isinstance(err, InvalidClient) else logging.WARNING
             logger.log(level, "OpenID provider: %s", err)
             if isinstance(err, TokenError):
                 kind = err.error or "token_error"
+            elif isinstance(err, _SpentCode):
+                kind = "provider_unreachable"
             else:
                 kind = "id_token_invalid" if isinstance(err, IdTokenInvalid) else "protocol_error"
             return _failed(request_id, kind, str(err))
@@ -312,6 +316,9 @@ class OidcApi(BrokerApi):
     # -- the code exchange ---------------------------------------------------------------
     def _redeem(self, code: str, external_id: str, return_url: str) -> dict[str, Any]:
         metadata = self.discovery()
+        # The keys first: a provider whose keys cannot be had now does not get the code,
+        # which a reload can then still exchange.
+        self.jwks()
         data = {
             "grant_type": "authorization_code",
             "code": code,
@@ -321,6 +328,14 @@ class OidcApi(BrokerApi):
         answer = self._post(str(metadata["token_endpoint"]), data, retry=False)
         if answer.status >= 400:
             raise self._error(answer, TokenError)
+        try:
+            return self._claims_of(answer, nonce=derived("nonce", external_id))
+        except EidUnavailable as err:
+            # The code is spent: a reload would only be refused (invalid_grant).
+            raise _SpentCode(f"after the code was exchanged, {err}") from err
+
+    def _claims_of(self, answer: Answer, *, nonce: str) -> dict[str, Any]:
+        """The verified claims of the token endpoint's answer (and userinfo's)."""
         body = storable_object(answer.json(), answer.what)
         id_token = body.get("id_token")
         access_token = body.get("access_token")
@@ -331,7 +346,7 @@ class OidcApi(BrokerApi):
             raise EidProtocolError(f"{answer.what} answered a token_type other than Bearer")
         claims = self.validate_id_token(
             id_token,
-            nonce=derived("nonce", external_id),
+            nonce=nonce,
             access_token=access_token if isinstance(access_token, str) else None,
         )
         if self.preset.userinfo:
@@ -445,6 +460,10 @@ class OidcApi(BrokerApi):
         audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
         if client_id not in audiences:
             raise IdTokenInvalid(f"{what} is not addressed to this client (aud)")
+        if any(audience != client_id for audience in audiences):
+            # OIDC Core 3.1.3.7 (3): no audience the client does not trust; it trusts none
+            # but itself.
+            raise IdTokenInvalid(f"{what} is addressed to another audience too (aud)")
         if len(audiences) > 1 and claims.get("azp") != client_id:
             raise IdTokenInvalid(f"{what} has several audiences and azp is not this client")
         if "azp" in claims and claims.get("azp") != client_id:
@@ -644,6 +663,11 @@ _PROTOCOL_CLAIMS: Final = frozenset(
 
 #: ``LANGUAGE``'s codes as ``ui_locales`` (BCP 47).
 _UI_LOCALES: Final = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
+
+
+class _SpentCode(EidProtocolError):
+    """The provider went out of reach after the authorization code was exchanged (the JWKS
+    fetched again, userinfo): the code cannot be exchanged again, so the session ends."""
 
 
 def private_key(pem: str) -> RSAKey | ECKey:
