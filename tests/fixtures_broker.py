@@ -21,12 +21,19 @@ from typing import Any, Final
 
 import requests
 
+from django_eid import vocabulary
+from django_eid.brokers.oidc import request_id_of
 from django_eid.conf import eid_settings
 from django_eid.sandbox.broker import identity_of, record_of
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Raised
 from django_eid.sandbox.persons import builtin_persons
+from django_eid.sandbox.wire import Session
+from django_eid.sandbox.wire_oidc import API as OIDC
 from tests.fixtures_client import CLIENT_ID, SECRET, SESSION_URL, TOKEN_URL
+
+#: Where the suites' OpenID providers live (``OIDC_ISSUER`` is ``{OIDC_HOST}/oidc/<preset>``).
+OIDC_HOST: Final = "https://op.broker.test"
 
 #: ``DJANGO_EID`` beside the suite's credentials and URLs, for each broker API
 #: (``BROKER_API``): what a parametrized suite sets (``tests/conftest.py``, ``apis`` mark).
@@ -35,7 +42,23 @@ API_SETTINGS: Final[dict[str, dict[str, Any]]] = {
     "v2": {"BROKER_API": "v2"},
     # The hub's scope is its own (``SCOPES`` falls back to it).
     "eid-hub": {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-spge-sandbox", "SCOPES": None},
+    # OpenID Connect: the sandbox's OP of each preset at its issuer (the suite's client id
+    # and secret are its client); each preset's own scopes (``SCOPES`` falls back to them).
+    **{
+        f"oidc-{preset}": {
+            "BROKER_API": "oidc",
+            "OIDC_PRESET": preset,
+            "OIDC_ISSUER": f"{OIDC_HOST}/oidc/{preset}",
+            "SCOPES": None,
+        }
+        for preset in ("idura", "bankid-no", "signicat", "vipps")
+    },
 }
+#: The REST session APIs: a session at the broker that can be retrieved, polled and
+#: invalidated without the user's return (``@pytest.mark.apis(*REST_APIS, reason=...)``).
+REST_APIS: Final = ("v1", "v2", "eid-hub")
+#: The OpenID Connect entries of :data:`API_SETTINGS`.
+OIDC_APIS: Final = tuple(name for name in API_SETTINGS if name not in REST_APIS)
 
 #: The person of every record the suites are sent; its fields are the expected values.
 SAMPLE = builtin_persons().NORWEGIAN
@@ -116,6 +139,12 @@ class ScriptedBroker(EidBroker):
             tokens=lambda: ACCESS_TOKEN,
             # The hub's token names its account (``BROKER_API = "eid-hub"``).
             account_id=eid_settings.ACCOUNT_ID or None,
+            # ``BROKER_API = "oidc"``: the OP of the preset at the issuer too.
+            **(
+                {"oidc_issuer": eid_settings.OIDC_ISSUER, "oidc_preset": eid_settings.OIDC_PRESET}
+                if eid_settings.BROKER_API == OIDC
+                else {}
+            ),
         )
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()
@@ -128,7 +157,43 @@ class ScriptedBroker(EidBroker):
     def serve(self, endpoint: Endpoint, request: requests.PreparedRequest) -> Answer:
         self.counts[endpoint] += 1
         self.served.append((endpoint, Call(request)))
-        return super().serve(endpoint, request)
+        answer = super().serve(endpoint, request)
+        if endpoint == "par":
+            # OpenID Connect's create: the pushed authorization request (credentials aside).
+            self.create_requests.append(self.authorization_requests[-1])
+        return answer
+
+    # -- OpenID Connect: the OP's sessions under the row's request id ------------------
+    @property
+    def is_oidc(self) -> bool:
+        return self.oidc is not None
+
+    def session_id(self, request_id: str) -> str:
+        """The broker's session id of a row's ``request_id``: the same for the REST APIs;
+        for OpenID Connect the OP's session whose ``state`` the row's id is a digest of
+        (:func:`django_eid.brokers.oidc.request_id_of`)."""
+        if not self.is_oidc:
+            return request_id
+        for session in self.sessions:
+            if request_id_of(str(session.wire.get("state", ""))) == request_id:
+                return session.request_id
+        return request_id
+
+    def pending(self, request_id: str | None = None) -> Session:
+        return super().pending(None if request_id is None else self.session_id(request_id))
+
+    def endpoint(self, kind: Endpoint) -> Endpoint:
+        """The endpoint of the app's API that does what ``kind`` does for the REST APIs.
+
+        For OpenID Connect, a ``"create"`` is the pushed authorization request (``"par"``)
+        and a ``"retrieve"`` the code's exchange at the ``"token"`` endpoint: a scripted
+        HTTP failure of a retrieval is a failure of the token endpoint, which serves the
+        record (the id_token) only when the user returns with the code. The token endpoint
+        is not per session: such an answer is the next token call's, whichever session.
+        """
+        if self.is_oidc:
+            return {"create": "par", "retrieve": "token"}.get(kind, kind)  # type: ignore[return-value]
+        return kind
 
     @property
     def api(self) -> str:
@@ -140,11 +205,15 @@ class ScriptedBroker(EidBroker):
 
         The suites script records in v1's words; for ``"v2"`` and ``"eid-hub"`` the
         session's fields are replaced by the record's and the sandbox's wire layer of
-        that API renders it, as it renders its own sessions.
+        that API renders it, as it renders its own sessions. For ``"oidc"`` the OP's
+        session takes the record's state (``{}`` is returned: nothing is retrieved): a
+        ``SUCCESS`` sends the user back with a code whose exchange renders the id_token
+        and userinfo from it, a cancel with ``error=access_denied``, a failure with
+        ``error=<ErrorCode>``.
         """
         if self.api == "v1":
             return body
-        session = self.broker.session(str(body.get("RequestId")))
+        session = self.broker.session(self.session_id(str(body.get("RequestId"))))
         assert session is not None, "the session of a scripted record is started first"
         error = body.get("Error")
         identity = {key: body.get(key) for key in _IDENTITY_FIELDS}
@@ -166,9 +235,16 @@ class ScriptedBroker(EidBroker):
             if isinstance(error, dict)
             else None,
         )
+        if self.is_oidc:
+            # The OP's session ends as the record says: its redirect and its code's
+            # exchange (the id_token, userinfo) come from it, the code valid from now.
+            ended = rendered.status not in vocabulary.IN_PROGRESS
+            rendered.ended_at = self.broker.clock() if ended else None
         # The session is in that state from now on, as at a real broker: a call the flow
         # makes after the scripted one (another browser, a poll) sees the same session.
         self.broker._save(rendered)
+        if self.is_oidc:
+            return {}  # nothing is retrieved: the OP serves the session's state itself
         sandbox = self.v2 if self.api == "v2" else self.hub
         return dict(sandbox.render(rendered))
 
@@ -181,7 +257,10 @@ class ScriptedBroker(EidBroker):
         times: int | None = None,
         request_id: str | None = None,
     ) -> None:
-        """Answer ``endpoint`` with ``answer`` (see :meth:`EidBroker.inject`)."""
+        """Answer ``endpoint`` with ``answer`` (see :meth:`EidBroker.inject`); for OpenID
+        Connect, at the endpoint that does its work (:meth:`endpoint`), for any session."""
+        if self.is_oidc:
+            endpoint, request_id = self.endpoint(endpoint), None
         self.inject(
             endpoint,
             answer.status,
@@ -198,6 +277,9 @@ class ScriptedBroker(EidBroker):
 
     def answer_record(self, request_id: str, answer: dict[str, Any] | Scripted) -> None:
         """Retrieving ``request_id`` answers ``answer`` (a record) until healed."""
+        if self.is_oidc and not isinstance(answer, Scripted):
+            self.on_the_wire(answer)  # the OP's session is in that state
+            return
         scripted = answer if isinstance(answer, Scripted) else reply(body=self.on_the_wire(answer))
         self.script("retrieve", scripted, request_id=request_id)
 
@@ -223,12 +305,16 @@ class ScriptedBroker(EidBroker):
         """The next ``times`` retrievals of ``request_id`` answer ``answer``; a record given
         as ``json`` (in v1's words) is sent in the app's broker API."""
         if isinstance(answer.get("json"), dict) and "Status" in answer["json"]:
+            if self.is_oidc and answer.get("status", 200) == 200:
+                self.on_the_wire(answer["json"])  # the OP's session is in that state
+                return
             answer = {**answer, "json": self.on_the_wire(answer["json"])}
         self.script("retrieve", _scripted(**answer), times=times, request_id=request_id)
 
     # -- what was sent ----------------------------------------------------------------
     def calls(self, kind: Endpoint) -> list[Call]:
-        """The calls of ``kind`` (at whichever API's URL), oldest first."""
+        """The calls of ``kind`` (at whichever API's URL, :meth:`endpoint`), oldest first."""
+        kind = self.endpoint(kind)
         return [call for endpoint, call in self.served if endpoint == kind]
 
     @property
