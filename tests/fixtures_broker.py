@@ -59,6 +59,22 @@ API_SETTINGS: Final[dict[str, dict[str, Any]]] = {
 REST_APIS: Final = ("v1", "v2", "eid-hub")
 #: The OpenID Connect entries of :data:`API_SETTINGS`.
 OIDC_APIS: Final = tuple(name for name in API_SETTINGS if name not in REST_APIS)
+#: Why a test runs for :data:`REST_APIS` only (the ``reason`` of its ``apis`` mark): what
+#: it tests does not exist with OpenID Connect.
+NO_SESSION_TO_ASK: Final = (
+    "OIDC: no session at the provider to retrieve, poll or invalidate; only the user's "
+    "return with its code yields the identity (no settling without it, in another "
+    "browser, by the frame's status poll or by eid_reconcile)"
+)
+RETURN_IS_THE_ANSWER: Final = (
+    "OIDC: an error or cancel return is the provider's own answer, final; no record is "
+    "retrieved to confirm or overrule it"
+)
+NO_BROKER_IDS: Final = (
+    "OIDC: no broker session id in the returns (the state is the row's external id) and "
+    "the row's request id is django-eid's own digest of it"
+)
+NO_CLIENT_TOKEN: Final = "OIDC: no client-credentials token before the start (the code is the grant)"
 
 #: The person of every record the suites are sent; its fields are the expected values.
 SAMPLE = builtin_persons().NORWEGIAN
@@ -257,10 +273,7 @@ class ScriptedBroker(EidBroker):
         times: int | None = None,
         request_id: str | None = None,
     ) -> None:
-        """Answer ``endpoint`` with ``answer`` (see :meth:`EidBroker.inject`); for OpenID
-        Connect, at the endpoint that does its work (:meth:`endpoint`), for any session."""
-        if self.is_oidc:
-            endpoint, request_id = self.endpoint(endpoint), None
+        """Answer ``endpoint`` with ``answer`` (see :meth:`inject`)."""
         self.inject(
             endpoint,
             answer.status,
@@ -270,6 +283,20 @@ class ScriptedBroker(EidBroker):
             times=times,
             request_id=request_id,
         )
+
+    def inject(
+        self,
+        endpoint: Endpoint,
+        status: int = 200,
+        *,
+        request_id: str | None = None,
+        **answer: Any,
+    ) -> None:
+        """:meth:`EidBroker.inject`; for OpenID Connect at the endpoint that does the work
+        of ``endpoint`` (:meth:`endpoint`), for whichever session calls it next."""
+        if self.is_oidc:
+            endpoint, request_id = self.endpoint(endpoint), None
+        super().inject(endpoint, status, request_id=request_id, **answer)
 
     def fault(self, kind: Endpoint, answer: Scripted, *, once: bool = False) -> None:
         """Answer ``kind`` calls with ``answer``: the next one (``once``) or all of them."""
