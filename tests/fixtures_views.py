@@ -139,14 +139,14 @@ class Started:
     def _oidc_url(self, kind: str, status: str, values: dict[str, str]) -> str:
         """OpenID Connect's return: the callback with the genuine ``code`` (``Success``),
         ``error=access_denied`` (``Abort``) or ``error=<status>`` (``Error``), and the
-        ``state``; ``p2`` forges the ``state``. A ``Success`` of a session the OP ended
-        otherwise is where the OP sends the user then (its error). There is no session id
+        ``state``; ``p2`` forges the ``state``. A ``Success`` or ``Error`` of a session the
+        OP ended otherwise is where the OP sends the user then (its own error). There is no session id
         in these returns: a test that forges one (``p1``) is one of the REST APIs."""
         assert "p1" not in values, "no session id in an OIDC return: mark the test REST_APIS"
         session = self.session
         state = values.get("p2", self.external_id)
         ended = session.status not in vocabulary.IN_PROGRESS
-        if kind == "Success" and ended and session.status != vocabulary.SUCCESS:
+        if kind != "Abort" and ended and session.status != vocabulary.SUCCESS:
             genuine = urlsplit(return_url(session))
             query = [(k, state if k == "state" else v) for k, v in parse_qsl(genuine.query)]
             return f"{genuine.path}?{urlencode(query)}"
