@@ -199,6 +199,12 @@ class ScriptedBroker(EidBroker):
         )
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()
+        # The sandbox's sessions are found by a row's request id too: for OpenID Connect
+        # (``oidc-...``, django-eid's own) the OP's session of that state, so a test plays
+        # the person at the broker (``broker.broker.identify(started.request_id, ...)``)
+        # whatever the API.
+        self._lookup = self.broker.session
+        self.broker.session = lambda request_id: self._lookup(self.session_id(request_id))  # type: ignore[method-assign]
         #: Every call, oldest first, with its endpoint (whichever API's URL it went to).
         self.served: list[tuple[Endpoint, Call]] = []
 
@@ -223,11 +229,13 @@ class ScriptedBroker(EidBroker):
         """The broker's session id of a row's ``request_id``: the same for the REST APIs;
         for OpenID Connect the OP's session whose ``state`` the row's id is a digest of
         (:func:`django_eid.brokers.oidc.request_id_of`)."""
-        if not self.is_oidc:
+        if not self.is_oidc or not request_id.startswith("oidc-"):
             return request_id
-        for session in self.sessions:
-            if request_id_of(str(session.wire.get("state", ""))) == request_id:
-                return session.request_id
+        for session_id in self._request_ids:
+            session = self._lookup(session_id)
+            state = str(session.wire.get("state", "")) if session is not None else ""
+            if request_id_of(state) == request_id:
+                return session_id
         return request_id
 
     def pending(self, request_id: str | None = None) -> Session:
