@@ -82,7 +82,9 @@ STABLE_SUBJECT: Final = (
     "OIDC: every identity names the person by a stable subject (BankID's PID, sub): "
     "there is no record without a unique id"
 )
-NO_CLIENT_TOKEN: Final = "OIDC: no client-credentials token before the start (the code is the grant)"
+NO_CLIENT_TOKEN: Final = (
+    "OIDC: no client-credentials token before the start (the code is the grant)"
+)
 
 #: The person of every record the suites are sent; its fields are the expected values.
 SAMPLE = builtin_persons().NORWEGIAN
@@ -113,6 +115,8 @@ class Expected:
     first_name: str
     middle_name: str
     provider: str
+    #: Whether cancelling asks the broker to end its session (the REST APIs' invalidate).
+    invalidates: bool
     #: Database queries a return costs beyond the REST APIs': OIDC's one callback URL
     #: finds its row by the ``state`` first.
     extra_return_queries: int
@@ -121,11 +125,13 @@ class Expected:
 def expected() -> Expected:
     """:class:`Expected` for the broker API in use (``BROKER_API``, ``OIDC_PRESET``)."""
     if eid_settings.BROKER_API != OIDC:
-        return Expected(SAMPLE.first_name, SAMPLE.middle_name or "", SAMPLE.identity_provider, 0)
+        return Expected(
+            SAMPLE.first_name, SAMPLE.middle_name or "", SAMPLE.identity_provider, True, 0
+        )
     # OIDC's given_name carries the middle name.
     given = " ".join(n for n in (SAMPLE.first_name, SAMPLE.middle_name) if n)
     preset = str(eid_settings.OIDC_PRESET)
-    return Expected(given, "", _OIDC_PROVIDERS.get(preset, preset), 1)
+    return Expected(given, "", _OIDC_PROVIDERS.get(preset, preset), False, 1)
 
 
 def new_request_id() -> str:
@@ -409,7 +415,10 @@ class ScriptedBroker(EidBroker):
 
 
 def _iso_date(ddmmyy: str) -> str | None:
-    """v1's ``DateOfBirth`` (``ddMMyy``) as the successors write it, the century guessed."""
+    """v1's ``DateOfBirth`` (``ddMMyy``) as the successors write it, the century guessed;
+    one given in their words (ISO) already is kept."""
+    if len(ddmmyy) == 10 and ddmmyy[4] == ddmmyy[7] == "-":
+        return ddmmyy
     try:
         day, month, year = int(ddmmyy[:2]), int(ddmmyy[2:4]), int(ddmmyy[4:6])
     except ValueError:

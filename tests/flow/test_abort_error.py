@@ -13,6 +13,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from django_eid.models import Identification
+from tests.fixtures_broker import NO_BROKER_IDS, NO_CLIENT_TOKEN, REST_APIS, RETURN_IS_THE_ANSWER
 from tests.flow.conftest import (
     ACCESS_TOKEN,
     BASIC_CREDENTIALS,
@@ -22,7 +23,6 @@ from tests.flow.conftest import (
     Started,
     new_request_id,
 )
-from tests.fixtures_broker import NO_BROKER_IDS, NO_CLIENT_TOKEN, REST_APIS, RETURN_IS_THE_ANSWER
 
 pytestmark = pytest.mark.django_db
 

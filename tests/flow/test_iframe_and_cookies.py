@@ -5,10 +5,10 @@ from __future__ import annotations
 import html
 import json
 import re
-from urllib.parse import parse_qsl, urlsplit
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from django.conf import settings

@@ -68,7 +68,10 @@ def test_an_expired_session_becomes_expired(
 @pytest.mark.parametrize(
     "callback",
     # OIDC: the provider's error return is its answer (RETURN_IS_THE_ANSWER).
-    ["success", pytest.param("error", marks=pytest.mark.apis(*REST_APIS, reason=RETURN_IS_THE_ANSWER))],
+    [
+        "success",
+        pytest.param("error", marks=pytest.mark.apis(*REST_APIS, reason=RETURN_IS_THE_ANSWER)),
+    ],
 )
 def test_a_late_callback_of_a_success_succeeds(
     start: Callable[..., Started],

@@ -14,8 +14,7 @@ from django.test import Client
 from django_eid import signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification, PersonClaim
-from tests.fixtures_broker import expected
-from tests.fixtures_broker import SAMPLE
+from tests.fixtures_broker import SAMPLE, expected
 from tests.flow.conftest import Broker, SignalLog, Started
 
 pytestmark = pytest.mark.django_db
