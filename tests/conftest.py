@@ -184,7 +184,8 @@ def pytest_collection_modifyitems_apis(config: pytest.Config, items: list[pytest
     """An ``apis`` mark on one parameter set (``pytest.param(..., marks=pytest.mark.apis(
     ...))``) limits that case to those broker APIs; the function's own mark already limits
     which APIs it is generated for (:func:`tests.fixtures_views.parametrize_apis`)."""
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         api = callspec.params.get("broker_api") if callspec is not None else None

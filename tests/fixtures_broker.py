@@ -186,6 +186,7 @@ class ScriptedBroker(EidBroker):
 
     def __init__(self) -> None:
         self.next_request_ids: list[str] = []
+        oidc = eid_settings.BROKER_API == OIDC
         super().__init__(
             token_url=TOKEN_URL,
             session_url=SESSION_URL,
@@ -197,11 +198,8 @@ class ScriptedBroker(EidBroker):
             # The hub's token names its account (``BROKER_API = "eid-hub"``).
             account_id=eid_settings.ACCOUNT_ID or None,
             # ``BROKER_API = "oidc"``: the OP of the preset at the issuer too.
-            **(
-                {"oidc_issuer": eid_settings.OIDC_ISSUER, "oidc_preset": eid_settings.OIDC_PRESET}
-                if eid_settings.BROKER_API == OIDC
-                else {}
-            ),
+            oidc_issuer=eid_settings.OIDC_ISSUER if oidc else None,
+            oidc_preset=eid_settings.OIDC_PRESET if oidc else None,
         )
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()

@@ -2,7 +2,9 @@
 
 A suite's conftest imports what it uses (``from tests.fixtures_views import *``
 style, by name). The broker is :class:`tests.fixtures_broker.ScriptedBroker`,
-the sandbox behind ``responses``. The callbacks are driven with the return URLs
+the sandbox behind ``responses`` (for ``BROKER_API = "oidc"`` its OpenID provider too: the
+start pushes the authorization request, :class:`Started` builds the callback's ``code``/
+``error`` and ``state``). The callbacks are driven with the return URLs
 the app actually sent in the create request, placeholders filled as the broker
 does it (:func:`substitute`).
 """
@@ -140,8 +142,9 @@ class Started:
         """OpenID Connect's return: the callback with the genuine ``code`` (``Success``),
         ``error=access_denied`` (``Abort``) or ``error=<status>`` (``Error``), and the
         ``state``; ``p2`` forges the ``state``. A ``Success`` or ``Error`` of a session the
-        OP ended otherwise is where the OP sends the user then (its own error). There is no session id
-        in these returns: a test that forges one (``p1``) is one of the REST APIs."""
+        OP ended otherwise is where the OP sends the user then (its own error). There is no
+        session id in these returns: a test that forges one (``p1``) is one of the REST
+        APIs'."""
         assert "p1" not in values, "no session id in an OIDC return: mark the test REST_APIS"
         session = self.session
         state = values.get("p2", self.external_id)
