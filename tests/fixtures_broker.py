@@ -11,7 +11,9 @@ the short names the tests script it with. Records are the sandbox's record of
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import itertools
 import json
 from collections import Counter
@@ -24,10 +26,12 @@ import requests
 from django_eid import vocabulary
 from django_eid.brokers.oidc import request_id_of
 from django_eid.conf import eid_settings
+from django_eid.sandbox import wire_oidc
 from django_eid.sandbox.broker import identity_of, record_of
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.faults import Answer, Endpoint, Raised
 from django_eid.sandbox.persons import builtin_persons
+from django_eid.sandbox.store import MemoryStore
 from django_eid.sandbox.wire import Session
 from django_eid.sandbox.wire_oidc import API as OIDC
 from tests.fixtures_client import CLIENT_ID, SECRET, SESSION_URL, TOKEN_URL
@@ -181,6 +185,17 @@ def raises(factory: Callable[[], BaseException]) -> Scripted:
     return Scripted(exception=factory)
 
 
+@functools.cache
+def _op_keys() -> dict[str, Any]:
+    """The sandbox OP's signing keys, made once per test run: a 2048-bit RSA key takes
+    some 70 ms, which most OIDC tests of the suites would otherwise pay (some 8 s per
+    preset). A test that rotates them (``rotate_keys``) changes its own store only."""
+    store = MemoryStore()
+    wire_oidc.jwks(store)  # made on first use
+    keys: dict[str, Any] = store.get(wire_oidc._KEYS)
+    return keys
+
+
 class ScriptedBroker(EidBroker):
     """The sandbox broker at the test settings' URLs, scripted by the test."""
 
@@ -201,6 +216,9 @@ class ScriptedBroker(EidBroker):
             oidc_issuer=eid_settings.OIDC_ISSUER if oidc else None,
             oidc_preset=eid_settings.OIDC_PRESET if oidc else None,
         )
+        if oidc:
+            # The OP signs with the keys of the run (see _op_keys): not new ones per test.
+            self.store.set(wire_oidc._KEYS, copy.deepcopy(_op_keys()), wire_oidc.KEYS_LIFETIME)
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()
         # The sandbox's sessions are found by a row's request id too: for OpenID Connect
