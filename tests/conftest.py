@@ -177,3 +177,20 @@ def broker_api(request: pytest.FixtureRequest, settings: Any) -> str:
     if name != "v1":
         settings.DJANGO_EID = eid_settings_with(**API_SETTINGS[name])
     return name
+
+
+@pytest.hookimpl(specname="pytest_collection_modifyitems", trylast=True)
+def pytest_collection_modifyitems_apis(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An ``apis`` mark on one parameter set (``pytest.param(..., marks=pytest.mark.apis(
+    ...))``) limits that case to those broker APIs; the function's own mark already limits
+    which APIs it is generated for (:func:`tests.fixtures_views.parametrize_apis`)."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        api = callspec.params.get("broker_api") if callspec is not None else None
+        marks = [m for m in item.iter_markers("apis")] if api is not None else []
+        (dropped if any(api not in m.args for m in marks) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -2,7 +2,9 @@
 
 A suite's conftest imports what it uses (``from tests.fixtures_views import *``
 style, by name). The broker is :class:`tests.fixtures_broker.ScriptedBroker`,
-the sandbox behind ``responses``. The callbacks are driven with the return URLs
+the sandbox behind ``responses`` (for ``BROKER_API = "oidc"`` its OpenID provider too: the
+start pushes the authorization request, :class:`Started` builds the callback's ``code``/
+``error`` and ``state``). The callbacks are driven with the return URLs
 the app actually sent in the create request, placeholders filled as the broker
 does it (:func:`substitute`).
 """
@@ -20,14 +22,19 @@ from django.db import connection
 from django.test import Client
 
 import django_eid.transport
-from django_eid import signals
+from django_eid import signals, vocabulary
 from django_eid.brokers import api_class
+from django_eid.brokers.oidc import request_id_of
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.sandbox.broker import SessionError
 from django_eid.sandbox.wire import Session, append_session_id, fill_placeholders
+from django_eid.sandbox.wire_oidc import API as OIDC
+from django_eid.sandbox.wire_oidc import return_url
 from tests.fixtures_broker import API_SETTINGS, BROKER_PAGE, ScriptedBroker
 
+#: OpenID Connect's one redirect URI, where every return of an OIDC test arrives.
+OIDC_CALLBACK = "/eid/oidc/callback/"
 SIGNAL_NAMES = (
     "identification_started",
     "identification_succeeded",
@@ -94,22 +101,33 @@ class Started:
         return self.row
 
     @property
+    def is_oidc(self) -> bool:
+        return self.api == OIDC
+
+    @property
     def session(self) -> Session:
-        """The broker's session, as the sandbox read the create request (any API)."""
+        """The broker's session, as the sandbox read the create request (any API; for
+        OpenID Connect the OP's session of the row's ``state``)."""
         assert self.broker is not None
-        found = self.broker.broker.session(self.request_id)
+        found = self.broker.broker.session(self.broker.session_id(self.request_id))
         assert found is not None
         return found
 
     @property
     def return_urls(self) -> dict[str, str]:
-        """The return URLs sent, by ``Success``/``Abort``/``Error``, as the broker read them."""
+        """The return URLs sent, by ``Success``/``Abort``/``Error``, as the broker read them
+        (for OpenID Connect the one ``redirect_uri``, for each)."""
+        if self.is_oidc:
+            redirect_uri = str(self.session.wire["redirect_uri"])
+            return dict.fromkeys(("Success", "Abort", "Error"), redirect_uri)
         return self.session.return_urls
 
     def template(self, kind: str) -> str:
         return self.return_urls[kind]
 
     def _url(self, kind: str, status: str, values: dict[str, str]) -> str:
+        if self.is_oidc:
+            return self._oidc_url(kind, status, values)
         # v1 has no session id in its URLs; the successors append the genuine one.
         genuine = "" if self.api == "v1" else self.request_id
         return returned(
@@ -119,6 +137,29 @@ class Started:
             session_id=values.get("p1", genuine),
             external_id=values.get("p2", self.external_id),
         )
+
+    def _oidc_url(self, kind: str, status: str, values: dict[str, str]) -> str:
+        """OpenID Connect's return: the callback with the genuine ``code`` (``Success``),
+        ``error=access_denied`` (``Abort``) or ``error=<status>`` (``Error``), and the
+        ``state``; ``p2`` forges the ``state``. A ``Success`` or ``Error`` of a session the
+        OP ended otherwise is where the OP sends the user then (its own error). There is no
+        session id in these returns: a test that forges one (``p1``) is one of the REST
+        APIs'."""
+        assert "p1" not in values, "no session id in an OIDC return: mark the test REST_APIS"
+        session = self.session
+        state = values.get("p2", self.external_id)
+        ended = session.status not in vocabulary.IN_PROGRESS
+        if kind != "Abort" and ended and session.status != vocabulary.SUCCESS:
+            genuine = urlsplit(return_url(session))
+            query = [(k, state if k == "state" else v) for k, v in parse_qsl(genuine.query)]
+            return f"{genuine.path}?{urlencode(query)}"
+        params = {
+            "Success": {"code": str(session.wire["code"])},
+            "Abort": {"error": "access_denied", "error_description": "Cancelled."},
+            "Error": {"error": values.get("p0", status), "error_description": "Failed."},
+        }[kind]
+        redirect_uri = urlsplit(str(session.wire["redirect_uri"]))
+        return f"{redirect_uri.path}?{urlencode({**params, 'state': state})}"
 
     def success_url(self, **values: str) -> str:
         """The Success URL; ``p1``/``p2`` forge the session id and the external id."""
@@ -154,6 +195,8 @@ class Started:
         return self.error_url()
 
     def path(self, kind: str) -> str:
+        if self.is_oidc:
+            return OIDC_CALLBACK
         return f"/eid/return/{self.reference}/{kind}/"
 
 
@@ -222,27 +265,42 @@ def start_session(
     Checks the redirect to the broker (or, for iframe display, the redirect to the page
     embedding it, which it then GETs) and that one create request was sent.
     """
+    api = eid_settings.BROKER_API
     if request_id is not None:
+        assert api != OIDC, "the row's request id is the app's own with OIDC: mark REST_APIS"
         broker.will_create(request_id)
     before = len(broker.create_requests)
     response = client.post("/eid/start/", post)
     assert len(broker.create_requests) == before + 1, response.status_code
     sent = broker.sent()
     session = broker.sessions[-1]
-    reference = urlsplit(session.return_urls["Success"]).path.split("/")[3]
+    if api == OIDC:
+        # One redirect_uri: the row is the one whose external id the OP has as ``state``.
+        found = Identification.objects.get(external_id=session.wire["state"])
+        reference = found.reference
+        assert found.request_id == request_id_of(found.external_id)
+    else:
+        reference = urlsplit(session.return_urls["Success"]).path.split("/")[3]
     if post.get("display") == "iframe":
         # Post/Redirect/Get: the page embedding the broker is a GET (a reload starts nothing).
         assert response.status_code == 303
         assert response["Location"] == f"/eid/frame/{reference}/"
         response = client.get(response["Location"])
         assert response.status_code == 200
+    elif api == OIDC:
+        # The OP's authorization endpoint, the request pushed (PAR) before.
+        assert response.status_code == 302
+        assert broker.oidc is not None
+        location = urlsplit(response["Location"])
+        assert response["Location"].startswith(broker.oidc.endpoint("authorize") + "?")
+        assert {k for k, _ in parse_qsl(location.query)} == {"client_id", "request_uri"}
     else:
         assert response.status_code == 302
         assert response["Location"] == BROKER_PAGE
     row = Identification.objects.get(reference=reference)
     assert row.status == Identification.Status.PENDING
-    assert row.request_id == (request_id or broker.sessions[-1].request_id)
-    api = eid_settings.BROKER_API
+    if api != OIDC:
+        assert row.request_id == (request_id or broker.sessions[-1].request_id)
     return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker, api)
 
 

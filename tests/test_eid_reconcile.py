@@ -21,7 +21,15 @@ from django_eid.crypto import DecryptionError
 from django_eid.management.commands import eid_reconcile
 from django_eid.models import Identification
 from django_eid.sandbox.faults import Endpoint
-from tests.fixtures_broker import SAMPLE, SSN, Scripted, ScriptedBroker, reply
+from tests.fixtures_broker import (
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    SAMPLE,
+    SSN,
+    Scripted,
+    ScriptedBroker,
+    reply,
+)
 from tests.fixtures_views import (
     SignalRecorder,
     Started,
@@ -90,6 +98,7 @@ def statuses(*started: Started) -> list[str]:
     return [s.refresh().status for s in started]
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_each_kind_of_ending_is_settled(
     begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
 ) -> None:
@@ -120,6 +129,7 @@ def test_each_kind_of_ending_is_settled(
     assert other.refresh().first_name == ""
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_it_is_idempotent(
     begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
 ) -> None:
@@ -132,6 +142,7 @@ def test_it_is_idempotent(
     assert started.refresh().status == Status.SUCCESS
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_young_rows_are_left_to_their_callback(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -163,6 +174,7 @@ def test_dry_run_asks_nothing_and_changes_nothing(
     assert started.refresh().status == Status.PENDING
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_batches_and_limit(begin: Callable[..., Started], broker: ScriptedBroker) -> None:
     rows = [begin() for _ in range(5)]
     for started in rows:
@@ -175,6 +187,7 @@ def test_batches_and_limit(begin: Callable[..., Started], broker: ScriptedBroker
     assert statuses(*rows) == [Status.ABORTED] * 5
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_another_run_holds_is_skipped(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -192,6 +205,7 @@ def test_a_row_another_run_holds_is_skipped(
     assert held.refresh().status == Status.ABORTED
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_broker_failure_stops_with_an_error_and_frees_the_rows(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -205,6 +219,7 @@ def test_a_broker_failure_stops_with_an_error_and_frees_the_rows(
     assert list(Identification.objects.values_list("claimed_until", flat=True)) == [None, None]
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_unconfigured_site_stops_with_an_error(
     begin: Callable[..., Started], eid: Callable[..., None]
 ) -> None:
@@ -231,6 +246,7 @@ def test_bad_options_are_refused(options: list[str]) -> None:
         reconcile(*options)
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_the_callback_after_a_reconcile_replays_the_destination(
     begin: Callable[..., Started], broker: ScriptedBroker, alice: Any
 ) -> None:
@@ -256,6 +272,7 @@ def about(delay: datetime.timedelta) -> Callable[[datetime.timedelta], bool]:
     return lambda left: delay - datetime.timedelta(seconds=30) < left <= delay
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_session_the_broker_no_longer_knows_expires_and_blocks_nothing(
     begin: Callable[..., Started], broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -292,6 +309,7 @@ def test_a_session_the_broker_no_longer_knows_expires_and_blocks_nothing(
     assert young.refresh().status == Status.EXPIRED
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 @pytest.mark.parametrize(
     "answer",
     [
@@ -327,6 +345,7 @@ def test_a_row_the_broker_refuses_is_logged_counted_left_alone_and_the_run_goes_
     assert len(broker.status_requests) == asked  # not retried by the very next runs
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_goes_on(
     begin: Callable[..., Started],
     broker: ScriptedBroker,
@@ -357,6 +376,7 @@ def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_go
     assert SAMPLE.name not in text
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_unreachable_broker_stops_the_run_and_frees_the_rows_not_asked_about(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -372,6 +392,7 @@ def test_an_unreachable_broker_stops_the_run_and_frees_the_rows_not_asked_about(
     assert list(held) == [(None, "")] * 3  # free for the next run
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 @pytest.mark.parametrize("refusal", ["token", "api-401"])
 def test_refused_credentials_stop_the_run(
     begin: Callable[..., Started], broker: ScriptedBroker, refusal: str
@@ -388,6 +409,7 @@ def test_refused_credentials_stop_the_run(
 
 
 # -- leases (B2, B3) --------------------------------------------------------------------------
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interval(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -406,6 +428,7 @@ def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interva
     assert "1 aborted, 1 other_device" in reconcile()
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_lease(
     begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
 ) -> None:
@@ -434,6 +457,7 @@ def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_leas
     assert taken.request_id not in broker.status_requests
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_run_that_read_stale_candidates_takes_no_row_another_run_holds(
     begin: Callable[..., Started], broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -181,8 +181,19 @@ def api_start(api: Api, broker: ScriptedBroker, body: Any = None, **kwargs: Any)
         broker,
         eid_settings.BROKER_API,
     )
-    assert urlsplit(started.return_urls["Success"]).path.split("/")[3] == reference
+    if started.is_oidc:  # the one callback URL: the OP's state is the row's external id
+        assert started.session.wire["state"] == row.external_id
+    else:
+        assert urlsplit(started.return_urls["Success"]).path.split("/")[3] == reference
     return started
+
+
+def settled_by_its_return(api: Api, started: Started, url: str) -> None:
+    """OpenID Connect: no poll settles a row (no session to ask); the front end forwards
+    the return (``url``) the person came back with instead. Nothing for the REST APIs."""
+    if started.is_oidc:
+        response = api.finish(started.reference, f"eid_return=success&{query_of(url)}")
+        assert response.status_code == 200, response.content
 
 
 def identified(
@@ -190,8 +201,9 @@ def identified(
 ) -> str:
     """The person identified at the broker on ``device``; the Success URL the broker sends
     them to (path and query, for the test client)."""
-    broker.broker.open(started.request_id)
-    broker.broker.identify(started.request_id, person, **device)
+    session_id = broker.session_id(started.request_id)
+    broker.broker.open(session_id)
+    broker.broker.identify(session_id, person, **device)
     return started.success_url()
 
 

@@ -15,8 +15,16 @@ from django_eid.client import get_client
 from django_eid.exceptions import EidApiError, EidUnavailable
 from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET, SandboxBroker, SessionFinished
 from django_eid.sandbox.store import CacheStore
-from tests.fixtures_broker import ACCESS_TOKEN, SAMPLE, ScriptedBroker
+from tests.fixtures_broker import (
+    ACCESS_TOKEN,
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    SAMPLE,
+    ScriptedBroker,
+)
 from tests.fixtures_client import SettingsWrapper, sandbox_settings
+
+pytestmark = pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 
 INVALIDATE_URL = "https://api.broker.test/identification/session/invalidate"
 IDENTITY_FIELDS = {

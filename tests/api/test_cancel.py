@@ -13,10 +13,24 @@ import requests
 from django_eid.models import Identification
 from django_eid.sandbox.broker import SessionFinished
 from tests.api.conftest import SAME_DEVICE, Api, api_start, identified, problem
-from tests.fixtures_broker import ACCESS_TOKEN, SAMPLE, ScriptedBroker
+from tests.fixtures_broker import (
+    ACCESS_TOKEN,
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    SAMPLE,
+    ScriptedBroker,
+    expected,
+)
+from tests.fixtures_views import Started
 from tests.flow.conftest import SignalLog
 
 pytestmark = pytest.mark.django_db
+
+
+def invalidated(started: Started) -> list[str]:
+    """The invalidate calls a cancel of ``started`` makes: one, but for OIDC (no session)."""
+    return [started.request_id] if expected().invalidates else []
+
 
 Status = Identification.Status
 
@@ -40,7 +54,7 @@ def test_a_pending_identification_is_cancelled(
     aborted = signal_log.of("identification_aborted")
     assert len(aborted) == 1
     assert aborted[0]["request"].user == alice
-    assert broker.invalidate_requests == [started.request_id]
+    assert broker.invalidate_requests == invalidated(started)
     assert started.reference not in api.client.session["django_eid_pending"]
 
 
@@ -64,7 +78,7 @@ def test_cancelling_again_answers_the_same(
     assert again.status_code == 200
     assert again.json() == first.json()
     assert len(signal_log.of("identification_aborted")) == 1
-    assert broker.invalidate_requests == [started.request_id]
+    assert broker.invalidate_requests == invalidated(started)
 
 
 def test_a_later_return_shows_the_aborted_row_and_stores_nothing(
@@ -82,6 +96,7 @@ def test_a_later_return_shows_the_aborted_row_and_stores_nothing(
     assert api.identification(started.reference).json()["status"] == "ABORTED"
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_the_sandbox_will_not_let_the_person_finish_an_invalidated_session(
     api: Api, broker: ScriptedBroker
 ) -> None:
@@ -96,6 +111,7 @@ def test_the_sandbox_will_not_let_the_person_finish_an_invalidated_session(
     assert record.identity is None
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_session_identified_before_the_cancel_serves_no_identity_after_it(
     api: Api, broker: ScriptedBroker, signal_log: SignalLog
 ) -> None:
@@ -158,7 +174,7 @@ def test_a_late_identification_still_at_the_broker_can_be_cancelled(
     )
     # Pending until the broker is asked: the user giving up ends it, at the broker too.
     assert api.cancel(started.reference).json()["status"] == "ABORTED"
-    assert broker.invalidate_requests == [started.request_id]
+    assert broker.invalidate_requests == invalidated(started)
 
 
 def test_another_user_s_identification_is_not_found(
@@ -170,6 +186,7 @@ def test_another_user_s_identification_is_not_found(
     assert broker.invalidate_requests == []
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 @pytest.mark.parametrize(
     "fault",
     [

@@ -19,8 +19,9 @@ from tests.api.conftest import (
     Started,
     api_start,
     identified,
+    settled_by_its_return,
 )
-from tests.fixtures_broker import ScriptedBroker
+from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, ScriptedBroker
 from tests.fixtures_views import start_session
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +60,7 @@ def test_an_api_start_returns_to_the_front_end(
     assert started.refresh().status == status
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_expired_api_start_returns_to_the_front_end_s_error_url(
     api: Api, broker: ScriptedBroker, frontend: dict[str, str], eid: Callable[..., None]
 ) -> None:
@@ -160,7 +162,7 @@ def misconfigured(eid: Callable[..., None], **urls: str) -> None:
 def settled(api: Api, broker: ScriptedBroker) -> Started:
     """An API start identified on its device and settled by a poll: its return needs no broker."""
     started = api_start(api, broker)
-    identified(broker, started, SAME_DEVICE)
+    settled_by_its_return(api, started, identified(broker, started, SAME_DEVICE))
     assert api.identification(started.reference).json()["status"] == "SUCCESS"
     return started
 

@@ -25,8 +25,9 @@ from tests.api.conftest import (
     api_start,
     identified,
     problem,
+    settled_by_its_return,
 )
-from tests.fixtures_broker import SAMPLE, SSN, ScriptedBroker
+from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE, SSN, ScriptedBroker
 from tests.flow.conftest import SignalLog
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +48,7 @@ IDENTITY_FIELDS = {
 def verified(api: Api, broker: ScriptedBroker, **body: Any) -> Started:
     """Started through the API, identified on the starting device, and settled by a poll."""
     started = api_start(api, broker, body or None)
-    identified(broker, started, SAME_DEVICE)
+    settled_by_its_return(api, started, identified(broker, started, SAME_DEVICE))
     assert api.identification(started.reference).json()["status"] == "SUCCESS"
     return started
 
@@ -159,6 +160,7 @@ def test_a_success_on_the_starting_device_is_settled_by_a_poll(
     assert len(signal_log.of("identification_succeeded")) == 1
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_success_on_another_device_stays_pending(
     api: Api, broker: ScriptedBroker, signal_log: SignalLog
 ) -> None:
@@ -216,7 +218,8 @@ def test_an_expired_identification(
 def test_a_rejection_says_why(api: Api, broker: ScriptedBroker, eid: Callable[..., None]) -> None:
     eid(MIN_AGE=18)
     started = api_start(api, broker)
-    identified(broker, started, SAME_DEVICE, person=broker.persons.MINOR)
+    url = identified(broker, started, SAME_DEVICE, person=broker.persons.MINOR)
+    settled_by_its_return(api, started, url)
     body = api.identification(started.reference).json()
     assert body["status"] == "REJECTED"
     assert body["outcome"] == {
@@ -234,7 +237,7 @@ def test_one_account_per_person_says_why(
     eid(ONE_ACCOUNT_PER_PERSON=True)
     verified(bob_api, broker)
     started = api_start(api, broker)
-    identified(broker, started, SAME_DEVICE)
+    settled_by_its_return(api, started, identified(broker, started, SAME_DEVICE))
     body = api.identification(started.reference).json()
     assert body["status"] == "REJECTED"
     assert body["outcome"] == {
@@ -363,7 +366,7 @@ def test_an_identification_marked_anonymized_shows_nothing_of_what_it_still_hold
 
 def test_a_birth_date_in_the_future_is_no_birth_date(api: Api, broker: ScriptedBroker) -> None:
     started = api_start(api, broker)
-    identified(broker, started, SAME_DEVICE)
+    url = identified(broker, started, SAME_DEVICE)
     device = {"IPAddress": SAME_DEVICE["ip_address"], "UserAgent": SAME_DEVICE["user_agent"]}
     broker.will_return(
         started.request_id,
@@ -371,5 +374,6 @@ def test_a_birth_date_in_the_future_is_no_birth_date(api: Api, broker: ScriptedB
         SocialSecurityNumber=...,
         EnvironmentInfo=device,
     )
+    settled_by_its_return(api, started, url)
     identity = api.identification(started.reference).json()["identity"]
     assert (identity["date_of_birth"], identity["age"]) == (None, None)

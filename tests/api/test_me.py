@@ -12,8 +12,16 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from django_eid.models import Identification, born_by
-from tests.api.conftest import SAME_DEVICE, Api, api_start, fields_of, identified, problem
-from tests.fixtures_broker import SAMPLE, ScriptedBroker
+from tests.api.conftest import (
+    SAME_DEVICE,
+    Api,
+    api_start,
+    fields_of,
+    identified,
+    problem,
+    settled_by_its_return,
+)
+from tests.fixtures_broker import ScriptedBroker, expected
 
 pytestmark = pytest.mark.django_db
 
@@ -58,10 +66,10 @@ def test_never_verified_is_null(api: Api) -> None:
 
 def test_the_latest_verified_identity(api: Api, broker: ScriptedBroker) -> None:
     started = api_start(api, broker)
-    identified(broker, started, SAME_DEVICE)
+    settled_by_its_return(api, started, identified(broker, started, SAME_DEVICE))
     identification = api.identification(started.reference).json()
     assert api.me().json() == identification["identity"]
-    assert api.me().json()["first_name"] == SAMPLE.first_name
+    assert api.me().json()["first_name"] == expected().first_name
 
 
 def test_only_the_caller_s_identity(api: Api, bob: AbstractBaseUser) -> None:

@@ -26,7 +26,7 @@ from tests.api.conftest import (
     identified,
     problem,
 )
-from tests.fixtures_broker import BROKER_PAGE, SAMPLE, ScriptedBroker
+from tests.fixtures_broker import BROKER_PAGE, NO_SESSION_TO_ASK, REST_APIS, SAMPLE, ScriptedBroker
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,11 @@ def test_a_start_answers_201_with_where_to_send_the_user(
     assert len(body["secret"]) >= 43
     assert body["secret"] not in started.row.return_key
     assert started.row.return_key == hashlib.sha256(body["secret"].encode()).hexdigest()
-    assert body["url"] == BROKER_PAGE
+    if started.is_oidc:  # the provider's authorization endpoint, the request pushed
+        assert broker.oidc is not None
+        assert body["url"].startswith(broker.oidc.endpoint("authorize") + "?client_id=")
+    else:
+        assert body["url"] == BROKER_PAGE
     assert body["display"] == "redirect"
     row = started.row
     expires_at = parse_datetime(body["expires_at"])
@@ -84,6 +88,7 @@ def test_the_browser_remembers_the_reference_so_the_return_url_accepts_it(
     assert started.refresh().status == Status.SUCCESS
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_another_browser_of_the_same_user_is_not_the_one_that_started(
     api: Api, broker: ScriptedBroker, alice: Any
 ) -> None:

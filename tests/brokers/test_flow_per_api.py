@@ -1,8 +1,10 @@
 """The flow through the HTML pages, the JSON API and ``eid_reconcile``, with each of the
 broker's APIs, against the sandbox (``eid_broker``) speaking that API.
 
-The same tests for ``"v1"``, ``"v2"`` and ``"eid-hub"``: what differs is only the
-settings; the views and the flow core use the broker-API interface alone."""
+The same tests for ``"v1"``, ``"v2"``, ``"eid-hub"`` and OpenID Connect with each preset
+(``"oidc-idura"`` ...): what differs is only the settings; the views and the flow core use
+the broker-API interface alone. A test of what only the REST APIs do is marked
+``@pytest.mark.apis(*REST_APIS, reason=...)``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 from collections.abc import Iterator
 from io import StringIO
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,6 +23,13 @@ from django.core.management import call_command
 from django_eid import flow
 from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
+from tests.fixtures_broker import (
+    API_SETTINGS,
+    NO_BROKER_IDS,
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    expected,
+)
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
 from tests.fixtures_views import alice, logged_in
 
@@ -30,16 +39,19 @@ __all__ = ["alice"]  # a fixture
 Status = Identification.Status
 UA = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"
 #: The settings of each API, beside the suite's credentials and broker URLs.
-APIS: dict[str, dict[str, Any]] = {
-    "v1": {"BROKER_API": "v1"},
-    "v2": {"BROKER_API": "v2"},
-    "eid-hub": {"BROKER_API": "eid-hub", "ACCOUNT_ID": "a-spge-sandbox", "SCOPES": None},
-}
+APIS: dict[str, dict[str, Any]] = API_SETTINGS
 #: Where each API carries the session id back.
 SESSION_ID_PARAM = {"v1": "requestId", "v2": "sessionId", "eid-hub": "sessionId"}
 
 
-@pytest.fixture(params=sorted(APIS))
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``api``: each of :data:`APIS`, or those the test's ``apis`` mark names."""
+    if "api" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("apis")
+        metafunc.parametrize("api", marker.args if marker else sorted(APIS), indirect=True)
+
+
+@pytest.fixture
 def api(request: pytest.FixtureRequest, settings: SettingsWrapper) -> str:
     settings.DJANGO_EID = eid_settings_with(**APIS[request.param], GET_SOCIAL_SECURITY_NUMBER=True)
     name: str = request.param
@@ -55,7 +67,8 @@ def broker(api: str) -> Iterator[EidBroker]:
 def start(client: Any, broker: EidBroker, display: str = "redirect") -> Identification:
     response = client.post("/eid/start/", {"display": display})
     assert response.status_code in (302, 303), response.content
-    assert len(broker.create_requests) == 1
+    # OIDC: the authorization request, pushed (PAR), is what creates the session.
+    assert len(broker.authorization_requests if broker.oidc else broker.create_requests) == 1
     return Identification.objects.latest("pk")
 
 
@@ -70,8 +83,13 @@ def test_a_success_is_stored_the_same_way(
     client = logged_in(alice, HTTP_USER_AGENT=UA)
     row = start(client, broker)
     url = broker.complete()
-    # v1's URLs carry no broker id (django-eid's own ids bind them); the successors append it.
-    assert (SESSION_ID_PARAM[api] in urlsplit(url).query) is (api != "v1")
+    # v1's URLs carry no broker id (django-eid's own ids bind them); the successors append
+    # it; OpenID Connect's carries the code and the state (the row's external id).
+    query = urlsplit(url).query
+    if api in REST_APIS:
+        assert (SESSION_ID_PARAM[api] in query) is (api != "v1")
+    else:
+        assert set(parse_qs(query)) == {"code", "state"}
     response = client.get(path_of(url))
     assert response.status_code in (200, 302)
     if response.status_code == 200:  # the interstitial of a cross-site return
@@ -79,13 +97,14 @@ def test_a_success_is_stored_the_same_way(
     row.refresh_from_db()
     person = broker.persons.NORWEGIAN
     assert row.status == Status.SUCCESS
-    assert (row.first_name, row.last_name) == (person.first_name, person.last_name)
+    assert (row.first_name, row.last_name) == (expected().first_name, person.last_name)
     assert row.social_security_number == person.national_identity_number
     assert (row.national_id_country, row.age is not None) == ("NO", True)
     assert person.national_identity_number not in json.dumps(row.raw)
-    assert bool(row.level_of_assurance) is (api == "eid-hub")
+    assert bool(row.level_of_assurance) is (api not in ("v1", "v2"))
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_BROKER_IDS)
 def test_an_abort_and_a_forged_session_id(
     api: str, broker: EidBroker, alice: AbstractBaseUser
 ) -> None:
@@ -115,6 +134,7 @@ def test_a_failure_is_confirmed_by_the_record(
     assert row.error_status
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_closed_tab_is_reconciled(api: str, broker: EidBroker, alice: AbstractBaseUser) -> None:
     """No status call in v2 and the eID Hub: the record decides, under the same-device rule."""
     client = logged_in(alice, HTTP_USER_AGENT=UA, REMOTE_ADDR="203.0.113.7")
@@ -126,6 +146,7 @@ def test_a_closed_tab_is_reconciled(api: str, broker: EidBroker, alice: Abstract
     assert row.status == Status.SUCCESS, out.getvalue()
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_the_json_api_cancels_at_the_broker(
     api: str, broker: EidBroker, alice: AbstractBaseUser
 ) -> None:
@@ -167,7 +188,7 @@ def test_a_v2_success_returned_after_the_identity_was_dropped_is_no_identificati
 def test_the_broker_down_at_the_start_is_an_error_page_and_no_pending_row(
     api: str, broker: EidBroker, alice: AbstractBaseUser
 ) -> None:
-    broker.fail_next("create", 503)
+    broker.fail_next("par" if broker.oidc else "create", 503)  # OIDC: the pushed request
     client = logged_in(alice, HTTP_USER_AGENT=UA)
     response = client.post("/eid/start/", {"display": "redirect"})
     assert response.status_code in (502, 503)
@@ -181,7 +202,8 @@ def test_the_broker_down_at_the_return_loses_nothing(
     client = logged_in(alice, HTTP_USER_AGENT=UA)
     row = start(client, broker)
     url = path_of(broker.complete())
-    broker.fail_next("retrieve", 503, times=None)  # retried calls fail too: an outage
+    # Retried calls fail too: an outage (OIDC: the code's exchange, never retried).
+    broker.fail_next("token" if broker.oidc else "retrieve", 503, times=None)
     assert client.get(url).status_code == 503
     row.refresh_from_db()
     assert row.status == Status.PENDING
@@ -192,6 +214,7 @@ def test_the_broker_down_at_the_return_loses_nothing(
     assert row.status == Status.SUCCESS
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_BROKER_IDS)
 @pytest.mark.parametrize("kind", ["abort", "error"])
 def test_a_return_without_the_session_id_is_bound_by_the_external_id(
     api: str, broker: EidBroker, alice: AbstractBaseUser, kind: str
@@ -270,6 +293,7 @@ def test_only_v1_s_frame_page_loads_the_web_messaging_script(
     assert (script in page.content.decode()) is (api == "v1")
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_without_a_status_call_the_record_is_asked_half_as_often(
     api: str,
     broker: EidBroker,
@@ -295,6 +319,7 @@ def test_without_a_status_call_the_record_is_asked_half_as_often(
     assert flow.settle_if_due(row) is not None
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_unknown_status_is_logged_as_such_and_leaves_the_row_pending(
     api: str, broker: EidBroker, alice: AbstractBaseUser, caplog: pytest.LogCaptureFixture
 ) -> None:

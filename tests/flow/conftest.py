@@ -1,7 +1,8 @@
 """Fixtures of the flow tests: the shared ones (tests.fixtures_views), and a signal log.
 
-Every test runs once per broker API (``BROKER_API`` v1, v2 and eid-hub: ``broker_api``),
-but those marked ``@pytest.mark.apis(...)`` (a test of one API's wire).
+Every test runs once per broker API (``BROKER_API`` v1, v2, eid-hub and OpenID Connect with
+each preset, ``oidc-idura`` ...: ``broker_api``), but those marked ``@pytest.mark.apis(...)``
+(a test of one API's wire, or of what only the REST APIs do: ``REST_APIS``, with a reason).
 
 The broker is the sandbox broker behind ``responses``
 (:class:`tests.fixtures_broker.ScriptedBroker`); a test scripts what a

@@ -15,8 +15,9 @@ from django_eid import flow, outcomes
 from django_eid.brokers import ReturnUrls
 from django_eid.brokers.v1 import V1Api
 from django_eid.client import get_client
+from django_eid.conf import eid_settings
 from django_eid.models import Identification
-from tests.fixtures_broker import SAMPLE
+from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE
 from tests.flow.conftest import Broker, SignalLog
 
 pytestmark = pytest.mark.django_db
@@ -38,9 +39,12 @@ def start(user: AbstractBaseUser, **options: Any) -> flow.Started:
     )
 
 
-def ids(row: Identification) -> dict[str, list[str]]:
-    """The query of a Success or Abort return, as the broker fills it in."""
+def ids(row: Identification, error: str = "") -> dict[str, list[str]]:
+    """The query of a Success or Abort return, as the broker fills it in; for OpenID
+    Connect the ``state`` and, for an Abort or Error return, the ``error``."""
     assert row.request_id is not None
+    if eid_settings.BROKER_API == "oidc":
+        return {"state": [row.external_id], **({"error": [error]} if error else {})}
     return {"requestId": [row.request_id], "externalId": [row.external_id]}
 
 
@@ -75,6 +79,7 @@ def test_a_whole_identification_without_a_request(
     assert len(broker.get_calls) == 1
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_complete_stores_a_record_retrieved_by_the_caller(
     alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
 ) -> None:
@@ -88,6 +93,7 @@ def test_complete_stores_a_record_retrieved_by_the_caller(
     assert signal_log.names.count("identification_succeeded") == 1
 
 
+@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_record_in_progress_leaves_the_row_pending(
     alice: AbstractBaseUser, broker: Broker
 ) -> None:
@@ -117,7 +123,10 @@ def test_abort_and_error_returns_without_a_request(
     signal: str,
 ) -> None:
     row = start(alice).identification
-    params = ids(row) if kind == flow.ABORT else {"status": ["TIMEOUT"], **ids(row)}
+    if eid_settings.BROKER_API == "oidc":
+        params = ids(row, "access_denied" if kind == flow.ABORT else "TIMEOUT")
+    else:
+        params = ids(row) if kind == flow.ABORT else {"status": ["TIMEOUT"], **ids(row)}
     if kind == flow.ERROR:
         assert row.request_id is not None
         broker.will_return(row.request_id, "ERROR")  # what the broker says decides

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django_eid import admin as eid_admin
 from django_eid import brokers, crypto
 from django_eid.models import Identification
+from tests.fixtures_broker import API_SETTINGS
 from tests.flow.conftest import SSN
 
 pytestmark = pytest.mark.django_db
@@ -356,7 +357,7 @@ def test_the_provider_filter_offers_the_apis_providers_without_a_query(
     broker_api: str,
     eid: Callable[..., None],
 ) -> None:
-    published = list(brokers.api_class(broker_api).published_providers)
+    published = list(brokers.api_class(API_SETTINGS[broker_api]["BROKER_API"]).published_providers)
     with CaptureQueriesContext(connection) as captured:
         response = superuser_client.get(CHANGELIST)
     assert filter_choices(response, "identity provider") == ["All", *published]

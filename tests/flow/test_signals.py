@@ -82,7 +82,7 @@ def test_each_signal_is_sent_once_with_its_arguments(
     assert kwargs["identification"].pk == started.row.pk
     assert kwargs["user"] == alice
     assert isinstance(kwargs["request"], HttpRequest)
-    assert kwargs["request"].path == f"/eid/return/{started.row.reference}/{callback}/"
+    assert kwargs["request"].path == started.path(callback)
     assert kwargs["status"] == status
 
 
