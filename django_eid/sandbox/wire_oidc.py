@@ -232,13 +232,25 @@ def rotate_keys(store: Any) -> None:
     store.set(_KEYS, rotated, KEYS_LIFETIME)
 
 
+def _imported(key: Mapping[str, Any]) -> RSAKey | ECKey:
+    """A stored key, read; the read keys are kept (by their JWK text): reading an RSA
+    private key costs ~60 ms, and the OP reads its keys on every token and JWKS call."""
+    return _read_key(json.dumps({k: v for k, v in key.items() if k not in ("alg", "use")}))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_key(text: str) -> RSAKey | ECKey:
+    key = import_key(json.loads(text))
+    assert isinstance(key, RSAKey | ECKey)
+    return key
+
+
 def jwks(store: Any) -> dict[str, Any]:
     """The public keys, current and previous, RSA and EC."""
     public = []
     for kty in ("RSA", "EC"):
         for key in _keys(store)[kty]:
-            imported = import_key({k: v for k, v in key.items() if k not in ("alg", "use")})
-            public.append({**imported.as_dict(private=False), **_meta(key)})
+            public.append({**_imported(key).as_dict(private=False), **_meta(key)})
     return {"keys": public}
 
 
@@ -249,9 +261,7 @@ def _meta(key: Mapping[str, Any]) -> dict[str, Any]:
 def signing_key(store: Any, alg: str) -> tuple[str, RSAKey | ECKey]:
     """The current key for ``alg`` and its ``kid``."""
     current = _keys(store)[_KTY_OF_ALG[alg]][0]
-    key = import_key({k: v for k, v in current.items() if k not in ("alg", "use")})
-    assert isinstance(key, RSAKey | ECKey)
-    return str(current["kid"]), key
+    return str(current["kid"]), _imported(current)
 
 
 @dataclasses.dataclass(frozen=True)
