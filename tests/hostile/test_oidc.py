@@ -150,6 +150,26 @@ def assert_failed(
     assert fired.names == list(signals)
 
 
+def assert_pending_until_healed(
+    op: EidBroker, client: Client, url: str, row: Identification, fired: Fired
+) -> None:
+    """The callback at ``url`` could not reach the provider before the code was spent: the
+    unavailable page, the row PENDING, no token call; once the provider is back, a reload
+    completes the identification."""
+    response = client.get(url)
+    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    assert fired.names == ["started"]
+    assert op.token_requests == 0  # the code is not spent on an answer that cannot be used
+    op.heal()
+    done = client.get(url)
+    assert (done.status_code, done["Location"]) == (302, "/")
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS
+    assert fired.names == ["started", "succeeded"]
+
+
 # == the id_token, one check at a time ================================================================
 def now() -> int:
     return int(time.time())
@@ -612,17 +632,7 @@ def test_a_discovery_slow_at_the_callback_leaves_the_row_pending(
     url = op.complete()
     reset_eid_state()  # the cached document is gone: the callback fetches it again
     op.inject("discovery", exception=requests.ReadTimeout)
-    response = alice_client.get(url)
-    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
-    row.refresh_from_db()
-    assert row.status == Status.PENDING
-    assert op.token_requests == 0
-    op.heal()
-    done = alice_client.get(url)
-    assert (done.status_code, done["Location"]) == (302, "/")
-    row.refresh_from_db()
-    assert row.status == Status.SUCCESS
-    assert fired.names == ["started", "succeeded"]
+    assert_pending_until_healed(op, alice_client, url, row, fired)
 
 
 # == userinfo ======================================================================================
@@ -944,17 +954,7 @@ def test_a_jwks_out_of_reach_at_the_callback_spends_no_code_and_a_reload_complet
     url = op.complete()
     reset_eid_state()  # the cached keys are gone: the callback fetches them again
     op.inject("jwks", exception=requests.ConnectTimeout)
-    response = alice_client.get(url)
-    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
-    row.refresh_from_db()
-    assert row.status == Status.PENDING
-    assert op.token_requests == 0  # the code is not spent on an answer that cannot be checked
-    op.heal()
-    done = alice_client.get(url)
-    assert (done.status_code, done["Location"]) == (302, "/")
-    row.refresh_from_db()
-    assert row.status == Status.SUCCESS
-    assert fired.names == ["started", "succeeded"]
+    assert_pending_until_healed(op, alice_client, url, row, fired)
 
 
 @pytest.mark.parametrize("preset", ["signicat", "vipps"])
@@ -1004,14 +1004,7 @@ def test_metadata_unavailable_at_the_callback_leaves_the_row_pending(
     url = op.complete()
     reset_eid_state()
     op.inject(endpoint, **fault)
-    response = alice_client.get(url)
-    assert response.status_code == outcomes.RETRIEVE_UNREACHABLE.status
-    row.refresh_from_db()
-    assert row.status == Status.PENDING
-    assert op.token_requests == 0
-    op.heal()
-    done = alice_client.get(url)
-    assert (done.status_code, done["Location"]) == (302, "/")
+    assert_pending_until_healed(op, alice_client, url, row, fired)
 
 
 def test_an_error_return_with_hostile_text_is_stored_short_and_printable(
