@@ -299,6 +299,15 @@ class StatusView(View):
         return JsonResponse({"finished": True, "destination": outcomes.destination(row)[0]})
 
 
+def query_params(request: HttpRequest) -> dict[str, list[str]] | None:
+    """A return's query parameters, each a list of values; ``None`` for more parameters
+    than ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` (never a broker's)."""
+    try:
+        return dict(request.GET.lists())
+    except SuspiciousOperation:
+        return None
+
+
 #: How often the frame page asks :class:`StatusView`, in seconds.
 STATUS_POLL_INTERVAL = 2.0
 
@@ -324,10 +333,8 @@ class CallbackView(View):
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         if not flow.REFERENCE_RE.match(reference):
             return render_outcome(request, outcomes.INVALID_LINK)
-        try:
-            params = dict(request.GET.lists())
-        except SuspiciousOperation:
-            # More parameters than DATA_UPLOAD_MAX_NUMBER_FIELDS: never a broker's.
+        params = query_params(request)
+        if params is None:
             return render_outcome(request, outcomes.MALFORMED_LINK)
         return self.handle(request, self.kind, reference, params)
 
@@ -470,9 +477,8 @@ class OidcCallbackView(CallbackView):
     kind = flow.SUCCESS
 
     def get(self, request: HttpRequest, reference: str = "") -> HttpResponse:
-        try:
-            params = dict(request.GET.lists())
-        except SuspiciousOperation:
+        params = query_params(request)
+        if params is None:
             return render_outcome(request, outcomes.MALFORMED_LINK)
         found = flow.callback_return(params)
         if found is None:

@@ -34,7 +34,7 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeGuard
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 import requests.auth
@@ -44,7 +44,7 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, RSAKey
 
-from django_eid.brokers import BrokerApi, ReturnedIds, ReturnUrls, SessionRequest
+from django_eid.brokers import ApiCall, BrokerApi, ReturnedIds, ReturnUrls, SessionRequest
 from django_eid.brokers.oidc_presets import PRESETS, Claims, Preset, preset
 from django_eid.exceptions import (
     EidConfigurationError,
@@ -65,6 +65,9 @@ from django_eid.records import (
 )
 from django_eid.scrub import scrub, secrets_of
 from django_eid.transport import Answer, HeaderAuth, Transport
+
+if TYPE_CHECKING:
+    from django_eid.conf import EidSettings
 
 logger = logging.getLogger("django_eid.client")
 
@@ -138,7 +141,9 @@ class OidcApi(BrokerApi):
     }
     settles_without_return: ClassVar[bool] = False
 
-    def __init__(self, call: Any, settings: Any, *, transport: Transport | None = None) -> None:
+    def __init__(
+        self, call: ApiCall, settings: EidSettings, *, transport: Transport | None = None
+    ) -> None:
         super().__init__(call, settings, transport=transport)
         self.preset: Preset = preset(settings.OIDC_PRESET)
         self.issuer: str = settings.OIDC_ISSUER
@@ -473,11 +478,11 @@ class OidcApi(BrokerApi):
         if lifetime:
             now = time.time()
             exp, iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
-            if not isinstance(exp, int | float) or isinstance(exp, bool) or exp <= now - LEEWAY:
+            if not _number(exp) or exp <= now - LEEWAY:
                 raise IdTokenInvalid(f"{what} has expired (exp)")
-            if not isinstance(iat, int | float) or isinstance(iat, bool) or iat > now + LEEWAY:
+            if not _number(iat) or iat > now + LEEWAY:
                 raise IdTokenInvalid(f"{what} is issued in the future or not dated (iat)")
-            if nbf is not None and (not _number(nbf) or float(nbf) > now + LEEWAY):
+            if nbf is not None and (not _number(nbf) or nbf > now + LEEWAY):
                 raise IdTokenInvalid(f"{what} is not valid yet (nbf)")
         if nonce is not None:
             sent = claims.get("nonce")
@@ -700,7 +705,7 @@ def _printable(text: str) -> str:
     return "".join(c for c in text if 32 < ord(c) < 127)
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

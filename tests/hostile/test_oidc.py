@@ -524,6 +524,24 @@ def test_a_duplicated_code_or_error_ends_the_row_without_a_token_call(
     assert op.token_requests == 0
 
 
+def test_a_callback_with_more_parameters_than_django_reads_is_a_malformed_link(
+    op: EidBroker, alice_client: Client, fired: Fired, settings: Any
+) -> None:
+    """Past ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` no broker's return: refused before the row is
+    looked up; the genuine return still completes it afterwards."""
+    row = begin(alice_client)
+    url = op.complete()
+    flood = "&".join(f"x{i}=1" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
+    response = alice_client.get(f"{url}&{flood}")
+    assert response.status_code == outcomes.MALFORMED_LINK.status
+    row.refresh_from_db()
+    assert row.status == Status.PENDING
+    assert (op.token_requests, fired.names) == (0, ["started"])
+    assert alice_client.get(url).status_code == 302
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS
+
+
 def test_an_error_other_than_access_denied_ends_the_row_with_its_code_and_no_number(
     op: EidBroker, alice_client: Client, fired: Fired, logs: Any
 ) -> None:
