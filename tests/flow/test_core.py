@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import models
-from django.db.models import QuerySet
+from django.db import connection, models
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_eid import flow, outcomes
 from django_eid.brokers import ReturnUrls
@@ -317,29 +318,108 @@ def test_an_unexpected_failure_of_the_broker_call_is_stored_and_raised(
     assert flow.pending_count(alice) == 0
 
 
-def test_the_pending_limit_locks_through_the_base_manager(
+def test_a_start_locks_the_users_row_then_counts_then_reserves(
     alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A custom default manager that hides users must not make the lock take nothing."""
+    """The pending limit's statements, in the order that makes it a guarantee (the count
+    after the lock: tests/production/test_pending_limit.py), and whatever the user model's
+    managers hide: a custom default manager must not make the lock take nothing."""
     user_model = type(alice)
 
     class Hiding(models.Manager):  # type: ignore[type-arg]
         def get_queryset(self) -> Any:
-            raise AssertionError("the lock went through the default manager")
+            raise AssertionError("the lock went through a manager of the user model")
 
     hiding = Hiding()
     hiding.model = user_model
     monkeypatch.setattr(user_model._meta, "default_manager", hiding)
-    taken: list[Any] = []
-    original = QuerySet.select_for_update
+    monkeypatch.setattr(user_model._meta, "base_manager", hiding)
+    users = connection.ops.quote_name(user_model._meta.db_table)
+    identifications = connection.ops.quote_name(Identification._meta.db_table)
+    with CaptureQueriesContext(connection) as queries:
+        row = start(alice).identification
 
-    def spy(self: QuerySet[Any], *args: Any, **kwargs: Any) -> QuerySet[Any]:
-        taken.append(self.model)
-        return original(self, *args, **kwargs)
+    def label(sql: str) -> str:
+        verb, _, rest = sql.partition(" ")
+        table = users if users in rest.split(" WHERE ")[0] else identifications
+        if verb == "SELECT" and table == users and sql.endswith("FOR UPDATE"):
+            return "lock the user"
+        return f"{verb} {'count' if rest.startswith('COUNT(*)') else ''}".strip()
 
-    monkeypatch.setattr(QuerySet, "select_for_update", spy)
+    labels = [label(q["sql"]) for q in queries.captured_queries]
+    # Without the transactions' edges (BEGIN, COMMIT, a test's savepoints).
+    labels = [x for x in labels if x.split()[0] in {"lock", "SELECT", "INSERT", "UPDATE"}]
+    lock = ["lock the user"] if connection.features.has_select_for_update else []
+    assert labels == [*lock, "SELECT count", "INSERT", "UPDATE"]
+    assert Identification.objects.get().request_id == row.request_id
+
+
+class ReadsFromAReplica:
+    """A router that sends reads to a replica this test has not got: a read that decides
+    a write would fail, not merely see a lagging copy."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        return "replica"
+
+    def db_for_write(self, model: Any, **hints: Any) -> str:
+        return "default"
+
+
+def test_the_pending_limit_counts_on_the_database_written_to(
+    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None], settings: Any
+) -> None:
+    """A replica lagging behind would miss the rows of starts just made: the count runs on
+    the primary, in the transaction that holds the user's lock."""
+    eid(MAX_PENDING_PER_USER=1)
+    settings.DATABASE_ROUTERS = [ReadsFromAReplica()]
     assert start(alice).identification.status == Status.PENDING
-    assert taken == [user_model]
+    with pytest.raises(flow.Refused) as refused:
+        start(alice)
+    assert refused.value.outcome is outcomes.TOO_MANY_PENDING
+
+
+def test_what_counts_toward_the_pending_limit(
+    alice: AbstractBaseUser, bob: AbstractBaseUser, eid: Callable[..., None]
+) -> None:
+    """Each kind of row just inside and just outside its window; another user's rows and
+    finished rows never count."""
+    eid(SESSION_MAX_AGE=600)
+    now = timezone.now()
+    within, past = flow.FAILED_START_WINDOW - 5, flow.FAILED_START_WINDOW + 5
+    counted = [
+        dict(status=Status.PENDING, created=595),
+        dict(status=Status.ERROR, created=within),  # a start failed at the broker
+        dict(status=Status.ABORTED, created=3600, completed=within),  # cancelled lately
+    ]
+    not_counted = [
+        dict(status=Status.PENDING, created=605),  # stale
+        dict(status=Status.ERROR, created=past),
+        dict(status=Status.ERROR, created=within, request_id=True),  # failed later on
+        dict(status=Status.ERROR, created=within, anonymized=True),
+        dict(status=Status.ABORTED, created=within, completed=past),
+        dict(status=Status.SUCCESS, created=1, completed=1),
+        dict(status=Status.EXPIRED, created=1, completed=1),
+        dict(status=Status.REJECTED, created=1, completed=1),
+    ]
+
+    def add(user: AbstractBaseUser, spec: dict[str, Any]) -> None:
+        row = Identification.objects.create(
+            user=user,
+            status=spec["status"],
+            request_id=f"session-of-{user.pk}" if spec.get("request_id") else None,
+            anonymized_at=now if spec.get("anonymized") else None,
+        )
+        completed = spec.get("completed")
+        Identification.objects.filter(pk=row.pk).update(
+            created_at=now - datetime.timedelta(seconds=spec["created"]),
+            completed_at=None if completed is None else now - datetime.timedelta(seconds=completed),
+        )
+
+    for spec in [*counted, *not_counted]:
+        add(alice, spec)
+        add(bob, spec)
+    assert flow.unfinished_count(alice) == len(counted)
+    assert flow.unfinished_count(bob.pk) == len(counted)
 
 
 @pytest.mark.apis("v1", reason="v1's iFrame object")
