@@ -246,45 +246,27 @@ def unfinished_count(user: Any, *, using: str | None = None) -> int:
     cancelled in the last :data:`FAILED_START_WINDOW` seconds.
 
     ``user`` is a user or its primary key; ``using`` the database (by default the one
-    Identification is written to: the count decides a write).
+    Identification is written to: the count decides a write, and a replica may lag).
     """
-    alias = using or router.db_for_write(Identification)
-    db = connections[alias]
-    now = timezone.now()
-    since = db.ops.adapt_datetimefield_value(
-        now - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
-    )
-    recently = db.ops.adapt_datetimefield_value(
-        now - datetime.timedelta(seconds=FAILED_START_WINDOW)
-    )
-    params = [
-        getattr(user, "pk", user),
-        *(Status.PENDING.value, since),
-        *(Status.ERROR.value, recently),
-        *(Status.ABORTED.value, recently),
-    ]
-    with db.cursor() as cursor:
-        cursor.execute(_StartSql.of(db).unfinished_count, params)
-        (count,) = cursor.fetchone()
-    return int(count)
+    db = connections[using or router.db_for_write(Identification)]
+    return _StartSql.of(db).count_unfinished(db, getattr(user, "pk", user))
 
 
 class _StartSql:
-    """The statements every start runs, in SQL: names from the models' ``_meta``, quoted
-    for the database; every value a parameter.
+    """The statements every start runs, in SQL: the pending limit's lock and count, and the
+    broker's session id stored on the reserved row.
 
-    Not through the ORM because building and compiling these three statements cost more
-    than the database's work for them: about 1.8 ms of a start's 16 ms on the benchmark
-    machine (docs/benchmarks.md, benchmark 3). They are the pending limit's lock and count,
-    and the broker's session id stored on the reserved row.
+    Not through the ORM: building and compiling these querysets cost more than the
+    database's work for them (docs/benchmarks.md, benchmark 3). Names come from the models'
+    ``_meta``, quoted by the connection; every value is a parameter, prepared by its model
+    field as the ORM would (a UUID key, say). Made once per database backend and user model.
     """
 
-    _made: ClassVar[dict[tuple[str, str], _StartSql]] = {}
+    _made: ClassVar[dict[tuple[type[BaseDatabaseWrapper], str], _StartSql]] = {}
 
     @classmethod
     def of(cls, db: BaseDatabaseWrapper) -> _StartSql:
-        """The statements for ``db``, made once per kind of database (and user model)."""
-        key = (db.vendor, settings.AUTH_USER_MODEL)
+        key = (type(db), settings.AUTH_USER_MODEL)
         made = cls._made.get(key)
         if made is None:
             made = cls._made[key] = cls(db)
@@ -307,16 +289,55 @@ class _StartSql:
         self.store_request_id = (
             f"UPDATE {table} SET {col['request_id']} = %s WHERE {col[ident.pk.name]} = %s"  # noqa: S608
         )
-        # The user's row, whatever the user model's managers hide; only where the database
-        # locks rows (SQLite locks the whole database for a write anyway).
+        # The user's row, whatever the user model's managers hide: "" where the database
+        # does not lock rows (SQLite locks the whole database for a write anyway); None
+        # (the ORM's lock) on a backend whose lock is not a trailing clause (a table hint).
         users = get_user_model()._meta
-        user_pk = q(users.pk.column or users.pk.name)
-        self.lock_user = (
-            f"SELECT 1 FROM {q(users.db_table)} WHERE {user_pk} = %s "  # noqa: S608
-            f"{db.ops.for_update_sql()}"
-            if db.features.has_select_for_update
-            else ""
-        )
+        self.lock_user: str | None = None
+        if not db.features.has_select_for_update:
+            self.lock_user = ""
+        elif (clause := db.ops.for_update_sql()).startswith("FOR UPDATE"):
+            self.lock_user = (
+                f"SELECT 1 FROM {q(users.db_table)} WHERE "  # noqa: S608
+                f"{q(users.pk.column or users.pk.name)} = %s {clause}"
+            )
+
+    def count_unfinished(self, db: BaseDatabaseWrapper, user_pk: Any) -> int:
+        if user_pk is None:
+            raise ValueError("unfinished_count() needs a saved user")
+        now = timezone.now()
+
+        def ago(seconds: int) -> Any:
+            return db.ops.adapt_datetimefield_value(now - datetime.timedelta(seconds=seconds))
+
+        since, recently = ago(eid_settings.SESSION_MAX_AGE), ago(FAILED_START_WINDOW)
+        user = Identification._meta.get_field("user").get_db_prep_value(user_pk, db)
+        params = [user, Status.PENDING.value, since]
+        params += [Status.ERROR.value, recently, Status.ABORTED.value, recently]
+        with db.cursor() as cursor:
+            cursor.execute(self.unfinished_count, params)
+            (count,) = cursor.fetchone()
+        return int(count)
+
+    def lock(self, db: BaseDatabaseWrapper, user_pk: Any) -> None:
+        """Lock the user's row until the transaction ends."""
+        user_model = get_user_model()
+        if self.lock_user is None:
+            users = user_model._base_manager.using(db.alias).select_for_update()
+            list(users.filter(pk=user_pk).values_list("pk", flat=True))
+        elif self.lock_user:
+            with db.cursor() as cursor:
+                cursor.execute(self.lock_user, [user_model._meta.pk.get_db_prep_value(user_pk, db)])
+                cursor.fetchall()
+
+    def set_request_id(self, db: BaseDatabaseWrapper, row: Identification, value: str) -> None:
+        ident = Identification._meta
+        params = [
+            ident.get_field("request_id").get_db_prep_value(value, db),
+            ident.pk.get_db_prep_value(row.pk, db),
+        ]
+        with db.cursor() as cursor:
+            cursor.execute(self.store_request_id, params)
 
 
 def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
@@ -463,15 +484,12 @@ def _reserve(row: Identification) -> None:
     the rows committed when it began, so a count in the locking statement itself would miss
     the row of the start it waited for.
     """
-    alias = router.db_for_write(Identification)
+    alias = router.db_for_write(Identification, instance=row)
     db = connections[alias]
+    sql = _StartSql.of(db)
     with transaction.atomic(using=alias):
-        sql = _StartSql.of(db)
-        if sql.lock_user:
-            with db.cursor() as cursor:
-                cursor.execute(sql.lock_user, [row.user_id])
-                cursor.fetchall()
-        if unfinished_count(row.user_id, using=alias) >= eid_settings.MAX_PENDING_PER_USER:
+        sql.lock(db, row.user_id)
+        if sql.count_unfinished(db, row.user_id) >= eid_settings.MAX_PENDING_PER_USER:
             raise Refused(outcomes.TOO_MANY_PENDING)
         row.save(force_insert=True, using=alias)
 
@@ -479,11 +497,11 @@ def _reserve(row: Identification) -> None:
 def _store_request_id(row: Identification, request_id: str) -> None:
     """The broker's session id on the reserved ``row``; :class:`IntegrityError` when another
     row has it (the unique index, not a query per start, catches a reused id)."""
-    db = connections[row._state.db or router.db_for_write(Identification)]
+    db = connections[row._state.db or router.db_for_write(Identification, instance=row)]
     # Inside a caller's transaction a failed UPDATE must not break it: savepoint.
     savepoint = transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext()
-    with savepoint, db.cursor() as cursor:
-        cursor.execute(_StartSql.of(db).store_request_id, [request_id, row.pk])
+    with savepoint:
+        _StartSql.of(db).set_request_id(db, row, request_id)
     row.request_id = request_id
 
 

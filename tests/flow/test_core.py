@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, models
+from django.db import connection, connections, models, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -18,7 +18,7 @@ from django_eid.brokers.v1 import V1Api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
-from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE
+from tests.fixtures_broker import NO_BROKER_IDS, NO_SESSION_TO_ASK, REST_APIS, SAMPLE
 from tests.flow.conftest import Broker, SignalLog
 
 pytestmark = pytest.mark.django_db
@@ -351,7 +351,54 @@ def test_a_start_locks_the_users_row_then_counts_then_reserves(
     labels = [x for x in labels if x.split()[0] in {"lock", "SELECT", "INSERT", "UPDATE"}]
     lock = ["lock the user"] if connection.features.has_select_for_update else []
     assert labels == [*lock, "SELECT count", "INSERT", "UPDATE"]
+    if lock:  # the lock takes alice's row, not merely some statement of that shape
+        (sql,) = [q["sql"] for q in queries.captured_queries if q["sql"].endswith("FOR UPDATE")]
+        assert sql.endswith(f"= {alice.pk} FOR UPDATE")
     assert Identification.objects.get().request_id == row.request_id
+
+
+def test_a_backend_whose_row_lock_is_not_a_trailing_clause_gets_the_orms_lock(
+    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table hint (``WITH (UPDLOCK)``) cannot follow the statement's WHERE: the ORM places
+    it, through the base manager (a default manager hiding users must not matter)."""
+    user_model = type(alice)
+
+    class Hiding(models.Manager):  # type: ignore[type-arg]
+        def get_queryset(self) -> Any:
+            raise AssertionError("the lock went through the default manager")
+
+    hiding = Hiding()
+    hiding.model = user_model
+    monkeypatch.setattr(user_model._meta, "default_manager", hiding)
+    monkeypatch.setattr(flow._StartSql.of(connections["default"]), "lock_user", None)
+    users = connection.ops.quote_name(user_model._meta.db_table)
+    with CaptureQueriesContext(connection) as queries:
+        assert start(alice).identification.status == Status.PENDING
+    statements = [q["sql"] for q in queries.captured_queries]
+    (lock,) = [s for s in statements if s.startswith("SELECT") and f"FROM {users}" in s]
+    assert lock.endswith("FOR UPDATE") is connection.features.has_select_for_update
+    count = next(i for i, s in enumerate(statements) if s.startswith("SELECT COUNT(*)"))
+    assert statements.index(lock) < count
+
+
+@pytest.mark.apis(*REST_APIS, reason=NO_BROKER_IDS)
+def test_a_reused_request_id_inside_the_callers_transaction_leaves_it_usable(
+    alice: AbstractBaseUser, broker: Broker
+) -> None:
+    """The unique index refuses the RequestId of an earlier session; the start's UPDATE ran
+    in a savepoint, so the caller's transaction goes on (ATOMIC_REQUESTS on its view)."""
+    first = start(alice).identification
+    broker.will_create(first.request_id)
+    with transaction.atomic():
+        with pytest.raises(flow.BrokerFailed) as failed:
+            start(alice)
+        assert "RequestId of an earlier session" in str(failed.value.error)
+        assert Identification.objects.count() == 2  # the transaction still answers
+    row = failed.value.identification
+    row.refresh_from_db()
+    assert (row.status, row.request_id) == (Status.ERROR, None)
+    assert Identification.objects.get(pk=first.pk).status == Status.PENDING
 
 
 class ReadsFromAReplica:
@@ -369,13 +416,14 @@ def test_the_pending_limit_counts_on_the_database_written_to(
     alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None], settings: Any
 ) -> None:
     """A replica lagging behind would miss the rows of starts just made: the count runs on
-    the primary, in the transaction that holds the user's lock."""
+    the database written to (the one that holds the user's lock), by default too."""
     eid(MAX_PENDING_PER_USER=1)
     settings.DATABASE_ROUTERS = [ReadsFromAReplica()]
     assert start(alice).identification.status == Status.PENDING
     with pytest.raises(flow.Refused) as refused:
         start(alice)
     assert refused.value.outcome is outcomes.TOO_MANY_PENDING
+    assert flow.unfinished_count(alice) == 1
 
 
 def test_what_counts_toward_the_pending_limit(
