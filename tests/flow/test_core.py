@@ -318,6 +318,21 @@ def test_an_unexpected_failure_of_the_broker_call_is_stored_and_raised(
     assert flow.pending_count(alice) == 0
 
 
+def hide_users(monkeypatch: pytest.MonkeyPatch, user_model: Any, *managers: str) -> None:
+    """Replace the user model's ``managers`` (``default_manager``, ``base_manager``) by one
+    that fails when asked: a site's manager that hides users must not make the lock take
+    nothing."""
+
+    class Hiding(models.Manager):  # type: ignore[type-arg]
+        def get_queryset(self) -> Any:
+            raise AssertionError(f"the lock went through one of {managers}")
+
+    hiding = Hiding()
+    hiding.model = user_model
+    for manager in managers:
+        monkeypatch.setattr(user_model._meta, manager, hiding)
+
+
 def test_a_start_locks_the_users_row_then_counts_then_reserves(
     alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,15 +340,7 @@ def test_a_start_locks_the_users_row_then_counts_then_reserves(
     after the lock: tests/production/test_pending_limit.py), and whatever the user model's
     managers hide: a custom default manager must not make the lock take nothing."""
     user_model = type(alice)
-
-    class Hiding(models.Manager):  # type: ignore[type-arg]
-        def get_queryset(self) -> Any:
-            raise AssertionError("the lock went through a manager of the user model")
-
-    hiding = Hiding()
-    hiding.model = user_model
-    monkeypatch.setattr(user_model._meta, "default_manager", hiding)
-    monkeypatch.setattr(user_model._meta, "base_manager", hiding)
+    hide_users(monkeypatch, user_model, "default_manager", "base_manager")
     users = connection.ops.quote_name(user_model._meta.db_table)
     identifications = connection.ops.quote_name(Identification._meta.db_table)
     with CaptureQueriesContext(connection) as queries:
@@ -363,14 +370,7 @@ def test_a_backend_whose_row_lock_is_not_a_trailing_clause_gets_the_orms_lock(
     """A table hint (``WITH (UPDLOCK)``) cannot follow the statement's WHERE: the ORM places
     it, through the base manager (a default manager hiding users must not matter)."""
     user_model = type(alice)
-
-    class Hiding(models.Manager):  # type: ignore[type-arg]
-        def get_queryset(self) -> Any:
-            raise AssertionError("the lock went through the default manager")
-
-    hiding = Hiding()
-    hiding.model = user_model
-    monkeypatch.setattr(user_model._meta, "default_manager", hiding)
+    hide_users(monkeypatch, user_model, "default_manager")
     monkeypatch.setattr(flow._StartSql.of(connections["default"]), "lock_user", None)
     users = connection.ops.quote_name(user_model._meta.db_table)
     with CaptureQueriesContext(connection) as queries:
