@@ -232,14 +232,6 @@ def _valid_ip(value: str | None) -> str | None:
     return value
 
 
-def pending_count(user: Any) -> int:
-    """The user's pending identifications, younger than ``SESSION_MAX_AGE``."""
-    since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
-    return Identification.objects.filter(
-        user=user, status=Status.PENDING, created_at__gte=since
-    ).count()
-
-
 def unfinished_count(user: Any, *, using: str | None = None) -> int:
     """What ``MAX_PENDING_PER_USER`` limits: the user's pending identifications younger than
     ``SESSION_MAX_AGE``, and the starts that failed at the broker and the identifications
@@ -279,28 +271,26 @@ class _StartSql:
         col = {f.name: q(f.column or f.name) for f in ident.concrete_fields}
         table = q(ident.db_table)
         # Names from the models' _meta, never input: S608 does not apply.
-        self.unfinished_count = (
+        self.count_sql = (
             f"SELECT COUNT(*) FROM {table} WHERE {col['user']} = %s AND ("  # noqa: S608
             f"({col['status']} = %s AND {col['created_at']} >= %s)"
             f" OR ({col['status']} = %s AND {col['request_id']} IS NULL"
             f" AND {col['anonymized_at']} IS NULL AND {col['created_at']} >= %s)"
             f" OR ({col['status']} = %s AND {col['completed_at']} >= %s))"
         )
-        self.store_request_id = (
+        self.request_id_sql = (
             f"UPDATE {table} SET {col['request_id']} = %s WHERE {col[ident.pk.name]} = %s"  # noqa: S608
         )
-        # The user's row, whatever the user model's managers hide: "" where the database
-        # does not lock rows (SQLite locks the whole database for a write anyway); None
-        # (the ORM's lock) on a backend whose lock is not a trailing clause (a table hint).
+        # The user's row, whatever the user model's managers hide; None on a backend whose
+        # lock is not a trailing clause (a table hint): the ORM's lock there.
         users = get_user_model()._meta
-        self.lock_user: str | None = None
-        if not db.features.has_select_for_update:
-            self.lock_user = ""
-        elif (clause := db.ops.for_update_sql()).startswith("FOR UPDATE"):
-            self.lock_user = (
-                f"SELECT 1 FROM {q(users.db_table)} WHERE "  # noqa: S608
-                f"{q(users.pk.column or users.pk.name)} = %s {clause}"
-            )
+        clause = db.ops.for_update_sql()
+        self.lock_sql: str | None = (
+            f"SELECT 1 FROM {q(users.db_table)} WHERE "  # noqa: S608
+            f"{q(users.pk.column or users.pk.name)} = %s {clause}"
+            if clause.startswith("FOR UPDATE")
+            else None
+        )
 
     def count_unfinished(self, db: BaseDatabaseWrapper, user_pk: Any) -> int:
         if user_pk is None:
@@ -315,20 +305,22 @@ class _StartSql:
         params = [user, Status.PENDING.value, since]
         params += [Status.ERROR.value, recently, Status.ABORTED.value, recently]
         with db.cursor() as cursor:
-            cursor.execute(self.unfinished_count, params)
+            cursor.execute(self.count_sql, params)
             (count,) = cursor.fetchone()
         return int(count)
 
     def lock(self, db: BaseDatabaseWrapper, user_pk: Any) -> None:
         """Lock the user's row until the transaction ends."""
+        if not db.features.has_select_for_update:
+            return  # SQLite: a write locks the whole database anyway
         user_model = get_user_model()
-        if self.lock_user is None:
+        if self.lock_sql is None:
             users = user_model._base_manager.using(db.alias).select_for_update()
             list(users.filter(pk=user_pk).values_list("pk", flat=True))
-        elif self.lock_user:
-            with db.cursor() as cursor:
-                cursor.execute(self.lock_user, [user_model._meta.pk.get_db_prep_value(user_pk, db)])
-                cursor.fetchall()
+            return
+        with db.cursor() as cursor:
+            cursor.execute(self.lock_sql, [user_model._meta.pk.get_db_prep_value(user_pk, db)])
+            cursor.fetchall()
 
     def set_request_id(self, db: BaseDatabaseWrapper, row: Identification, value: str) -> None:
         ident = Identification._meta
@@ -337,7 +329,7 @@ class _StartSql:
             ident.pk.get_db_prep_value(row.pk, db),
         ]
         with db.cursor() as cursor:
-            cursor.execute(self.store_request_id, params)
+            cursor.execute(self.request_id_sql, params)
 
 
 def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
