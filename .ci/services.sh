@@ -150,16 +150,29 @@ redis_running() {
     [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
 }
 
+# A database per pytest-xdist worker of each slot (tests/workers.py, REDIS_DATABASES).
+REDIS_DATABASES=144
+
+redis_databases() {
+    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" config get databases 2>/dev/null | tail -n1
+}
+
 redis_start() {
     command -v redis-server >/dev/null || die "redis-server not found (apt-get install redis-server)"
     if redis_running; then
-        log "Redis already running on 127.0.0.1:$REDIS_PORT"
-        return 0
+        if (($(redis_databases || echo 0) >= REDIS_DATABASES)); then
+            log "Redis already running on 127.0.0.1:$REDIS_PORT"
+            return 0
+        fi
+        # Started by an older version of this script: the throwaway Redis keeps nothing.
+        log "Redis on 127.0.0.1:$REDIS_PORT has too few databases for parallel tests: restarting it"
+        redis_stop
+        for _ in $(seq 50); do redis_running || break; sleep 0.1; done
     fi
     mkdir -p "$REDIS_DIR"
     log "starting Redis on 127.0.0.1:$REDIS_PORT (log: $REDIS_DIR/redis.log)"
     # No RDB snapshots, no AOF: nothing is ever written to disk.
-    redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" \
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$REDIS_PORT" --databases "$REDIS_DATABASES" \
         --save "" --appendonly no --dir "$REDIS_DIR" \
         --pidfile "$REDIS_DIR/redis.pid" --logfile "$REDIS_DIR/redis.log" 9>&-
     for _ in $(seq 50); do

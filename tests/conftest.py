@@ -15,6 +15,7 @@ that tier ran at all (a module skipped at import never reaches the first check).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -24,12 +25,11 @@ CHROMIUM = "/usr/bin/chromium"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://", "pgsql://", "postgis://")
 TIERS = ("browser", "production")
 REQUIRE_VAR = {"browser": "EID_REQUIRE_BROWSER", "production": "EID_REQUIRE_PRODUCTION"}
-
-# Per-run bookkeeping, read by the terminal summary.
-_GATED = pytest.StashKey[str]()  # on an item: the tier whose gate skipped it
-_SKIPPED = pytest.StashKey[dict[str, list[str]]]()  # tier -> node ids skipped
-_RAN = pytest.StashKey[dict[str, int]]()  # tier -> tests of the tier that ran
-_MISSING = pytest.StashKey[dict[str, str]]()  # tier -> why the whole tier cannot run
+#: The user property a test of a tier carries on its reports: reports, not items, reach
+#: pytest-xdist's controller, which keeps the tally.
+TIER_PROPERTY = "eid_tier"
+#: ... and one whose gate skipped it.
+GATED_PROPERTY = "eid_tier_skipped"
 
 
 def _tier_unavailable(tier: str) -> str | None:
@@ -47,24 +47,46 @@ def _required(tier: str) -> bool:
     return os.environ.get(REQUIRE_VAR[tier], "") not in ("", "0")
 
 
+def _tier_of(item: pytest.Item) -> str | None:
+    # production first: a browser test that also needs PostgreSQL is a production-tier
+    # test (EID_REQUIRE_BROWSER does not apply to it there).
+    return next((tier for tier in ("production", "browser") if item.get_closest_marker(tier)), None)
+
+
+class TierTally:
+    """What ran and what was skipped of each tier, kept where the reports arrive: in the
+    one process, or on pytest-xdist's controller (its workers' reports are sent there)."""
+
+    def __init__(self) -> None:
+        self.missing = {tier: why for tier in TIERS if (why := _tier_unavailable(tier))}
+        self.ran = dict.fromkeys(TIERS, 0)
+        self.skipped: dict[str, list[str]] = {tier: [] for tier in TIERS}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        tier = properties.get(TIER_PROPERTY)
+        if tier is None:
+            return
+        if properties.get(GATED_PROPERTY):
+            self.skipped[tier].append(report.nodeid)
+        elif report.when == "call":
+            self.ran[tier] += 1
+
+
+_TALLY = pytest.StashKey[TierTally]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    skipped: dict[str, list[str]] = {tier: [] for tier in TIERS}
-    config.stash[_SKIPPED] = skipped
-    config.stash[_RAN] = {tier: 0 for tier in TIERS}
-    config.stash[_MISSING] = {}
+    config.stash[_TALLY] = tally = TierTally()
+    config.pluginmanager.register(tally, "eid-tier-tally")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    missing = {tier: why for tier in TIERS if (why := _tier_unavailable(tier))}
-    config.stash[_MISSING] = missing
+    missing = config.stash[_TALLY].missing
     for item in items:
-        # production first: a browser test that also needs PostgreSQL is a
-        # production-tier test (EID_REQUIRE_BROWSER does not apply to it there).
-        for tier in ("production", "browser"):
-            if tier in missing and item.get_closest_marker(tier):
-                item.add_marker(pytest.mark.skip(reason=missing[tier]))
-                item.stash[_GATED] = tier
-                break
+        tier = _tier_of(item)
+        if tier in missing:
+            item.add_marker(pytest.mark.skip(reason=missing[tier]))
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -78,31 +100,26 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    tiers = [tier for tier in TIERS if item.get_closest_marker(tier)]
-    if report.when == "call":
-        for tier in tiers:
-            item.config.stash[_RAN][tier] += 1
-    if not report.skipped or hasattr(report, "wasxfail"):
+    tier = _tier_of(item)
+    if tier is None:
         return report
-    gated = item.stash.get(_GATED, None)
-    for tier in tiers:
-        if gated is not None and gated != tier:
-            continue  # skipped by the other tier's gate: that tier's rule decides
-        item.config.stash[_SKIPPED][tier].append(item.nodeid)
+    properties = [*report.user_properties, (TIER_PROPERTY, tier)]
+    if report.skipped and not hasattr(report, "wasxfail"):
+        properties.append((GATED_PROPERTY, True))
         if _required(tier):
             report.outcome = "failed"
             report.longrepr = (
                 f"{REQUIRE_VAR[tier]}=1 but this {tier} test was skipped: {_skip_reason(report)}"
             )
-            break
+    report.user_properties = properties
     return report
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if exitstatus != pytest.ExitCode.OK:
-        return
-    ran = session.config.stash.get(_RAN, {})
-    if any(_required(tier) and not ran.get(tier) for tier in TIERS):
+    if exitstatus != pytest.ExitCode.OK or hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker sees only its share: the controller decides
+    ran = session.config.stash[_TALLY].ran
+    if any(_required(tier) and not ran[tier] for tier in TIERS):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -110,21 +127,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Generator[None]:
     # Wrapping the others: these lines come last, just above the final tally.
     yield
-    config = terminalreporter.config
-    skipped = config.stash.get(_SKIPPED, {})
-    ran = config.stash.get(_RAN, {})
-    missing = config.stash.get(_MISSING, {})
+    tally = terminalreporter.config.stash[_TALLY]
     for tier in TIERS:
-        if skipped.get(tier):
-            why = missing.get(tier, "see the skip reasons above")
+        if tally.skipped[tier]:
+            why = tally.missing.get(tier, "see the skip reasons above")
             verdict = "FAILED" if _required(tier) else "skipped"
             terminalreporter.write_line(
-                f"{tier} tests {verdict}: {len(skipped[tier])} skipped - {why}",
+                f"{tier} tests {verdict}: {len(tally.skipped[tier])} skipped - {why}",
                 red=_required(tier),
                 yellow=not _required(tier),
                 bold=True,
             )
-        if _required(tier) and not ran.get(tier):
+        if _required(tier) and not tally.ran[tier]:
             terminalreporter.write_line(
                 f"{REQUIRE_VAR[tier]}=1 but no {tier} test ran in this session",
                 red=True,
@@ -139,10 +153,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Genera
 
 @pytest.fixture(autouse=True)
 def clean_state() -> Generator[None]:
-    """Every test starts and ends with empty caches (the shared token) and no shared client."""
+    """Every test starts and ends with empty caches (the shared token), no shared client,
+    and the site's language: a request through ``LocaleMiddleware`` leaves the language it
+    read active in the thread, for whichever test runs next (``-p randomly`` found it)."""
+    from django.utils import translation
+
     reset_eid_state()
+    translation.deactivate()
     yield
     reset_eid_state()
+    translation.deactivate()
 
 
 def reset_eid_state() -> None:
@@ -166,24 +186,51 @@ def eid(settings: Any) -> Callable[..., None]:
     return configure
 
 
+# -- the broker API: the contract suite by construction ------------------------------------
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that asks for ``broker_api`` (itself or through a fixture of its own) runs once
+    per broker API and OpenID Connect preset, or per API its ``apis`` mark names
+    (``@pytest.mark.apis(*REST_APIS, reason=...)``); every other test runs once, against
+    the default API (``"v1"``). So what the broker's API can change is tested with each,
+    and nothing else is, without a list to keep up to date."""
+    if "broker_api" not in metafunc.fixturenames:
+        return
+    from tests.fixtures_broker import API_SETTINGS
+
+    marker = metafunc.definition.get_closest_marker("apis")
+    names = marker.args if marker else tuple(API_SETTINGS)
+    metafunc.parametrize("broker_api", names, indirect=True)
+
+
 @pytest.fixture
 def broker_api(request: pytest.FixtureRequest, settings: Any) -> str:
-    """The broker API of the test (``BROKER_API``): ``"v1"``, or each API in a suite whose
-    conftest parametrizes it (:func:`tests.fixtures_views.parametrize_apis`)."""
+    """The broker API of the test (``BROKER_API``, an entry of
+    :data:`tests.fixtures_broker.API_SETTINGS`): asking for it runs the test once per API
+    (:func:`pytest_generate_tests`)."""
     from tests.fixtures_broker import API_SETTINGS
     from tests.fixtures_client import eid_settings_with
 
-    name: str = getattr(request, "param", "v1")
-    if name != "v1":
-        settings.DJANGO_EID = eid_settings_with(**API_SETTINGS[name])
+    name: str = request.param
+    settings.DJANGO_EID = eid_settings_with(**API_SETTINGS[name])
     return name
+
+
+@pytest.hookimpl(specname="pytest_collection_modifyitems", tryfirst=True)
+def pytest_collection_modifyitems_ids(items: list[pytest.Item]) -> None:
+    """Every process collects the same test ids (pytest-xdist's workers must agree): an id
+    made of an object's ``repr`` names its memory address, different in each."""
+    unstable = [item.nodeid for item in items if re.search(r" at 0x[0-9a-fA-F]+", item.nodeid)]
+    if unstable:
+        raise pytest.UsageError(
+            "test ids that name a memory address (give the parameters ids=): " + ", ".join(unstable)
+        )
 
 
 @pytest.hookimpl(specname="pytest_collection_modifyitems", trylast=True)
 def pytest_collection_modifyitems_apis(config: pytest.Config, items: list[pytest.Item]) -> None:
     """An ``apis`` mark on one parameter set (``pytest.param(..., marks=pytest.mark.apis(
     ...))``) limits that case to those broker APIs; the function's own mark already limits
-    which APIs it is generated for (:func:`tests.fixtures_views.parametrize_apis`)."""
+    which APIs it is generated for (:func:`pytest_generate_tests`)."""
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:

@@ -6,8 +6,12 @@ SQLite and local-memory caches by default; with ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import os
+
 import django
 import environ
+
+from tests.workers import worker_redis_url
 
 env = environ.Env()
 
@@ -67,6 +71,12 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {"NAME": ""}
 
 REDIS_URL = env.str("EID_TEST_REDIS_URL", default="")
+# pytest-xdist's workers each get a Redis database of their own (a test clears the whole
+# database; pytest-django gives each its own PostgreSQL database the same way):
+# .ci/services.sh starts Redis with the databases this takes.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if REDIS_URL and XDIST_WORKER:
+    REDIS_URL = worker_redis_url(REDIS_URL, XDIST_WORKER)
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}

@@ -118,3 +118,48 @@ def test_required_tier_that_never_ran_fails_the_session(
     result.assert_outcomes(passed=2, deselected=1)
     result.stdout.fnmatch_lines(["*EID_REQUIRE_BROWSER=1 but no browser test ran*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize(
+    ("only", "code"),
+    [((), pytest.ExitCode.OK), (("-m", "not browser"), pytest.ExitCode.TESTS_FAILED)],
+    ids=["all", "no-browser-test"],
+)
+def test_the_tally_is_kept_across_xdist_workers(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    only: tuple[str, ...],
+    code: pytest.ExitCode,
+) -> None:
+    """With pytest-xdist the tests run in workers and only their reports reach the
+    controller, which decides: each tier's tests counted there, wherever they ran."""
+    env = {**PRODUCTION_ENV, "EID_REQUIRE_BROWSER": "1", "EID_REQUIRE_PRODUCTION": "1"}
+    result = run(
+        pytester, monkeypatch, chromium=True, env=env, args=("-p", "xdist", "-n", "2", *only)
+    )
+    assert result.ret == code
+    if code != pytest.ExitCode.OK:
+        result.stdout.fnmatch_lines(["*EID_REQUIRE_BROWSER=1 but no browser test ran*"])
+    else:
+        result.stdout.no_fnmatch_line("*no * test ran*")
+
+
+def test_each_xdist_worker_has_a_redis_database_of_its_own() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.workers import REDIS_DATABASES, worker_redis_url
+
+    url = "redis://127.0.0.1:6390/{}"
+    databases = {
+        worker_redis_url(url.format(slot), f"gw{worker}")
+        for slot in range(16)
+        for worker in range(8)
+    }
+    plain = {url.format(slot) for slot in range(16)}  # runs without workers
+    assert len(databases) == 16 * 8
+    assert not databases & plain
+    assert max(int(u.rsplit("/", 1)[1]) for u in databases) == REDIS_DATABASES - 1
+    services = (Path(__file__).parents[1] / ".ci" / "services.sh").read_text()
+    assert f"REDIS_DATABASES={REDIS_DATABASES}\n" in services
+    with pytest.raises(ImproperlyConfigured, match="at most 8 workers"):
+        worker_redis_url(url.format(0), "gw8")

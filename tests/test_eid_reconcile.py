@@ -37,7 +37,6 @@ from tests.fixtures_views import (
     alice,
     broker,
     logged_in,
-    parametrize_apis,
     signals_sent,
     start_session,
 )
@@ -51,10 +50,6 @@ def first_call() -> Endpoint:
     """The broker call reconciling a row asks first: v1's status call; the successors,
     which have none, the record."""
     return "status" if eid_settings.BROKER_API == "v1" else "retrieve"
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    parametrize_apis(metafunc)  # each test once per broker API
 
 
 @pytest.fixture(autouse=True)

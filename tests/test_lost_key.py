@@ -28,6 +28,7 @@ from django_eid import crypto
 from django_eid.models import Identification, PersonClaim
 from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, add_token, eid_settings_with
+from tests.fixtures_views import analyze_identifications
 
 broker = fixtures_client.broker
 
@@ -210,6 +211,7 @@ def test_the_admin_list_and_change_page_say_what_is_wrong(
 ) -> None:
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
     client = logged_in(admin)
+    analyze_identifications()
     listing = client.get(reverse("admin:django_eid_identification_changelist"))
     assert listing.status_code == 200
     assert listing.context["cl"].result_count == 1

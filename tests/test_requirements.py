@@ -376,6 +376,15 @@ def test_the_number_is_deferred_and_still_reads(alice: AbstractBaseUser) -> None
 
 
 # -- Requirements.of ----------------------------------------------------------------------------
+def _option_id(options: dict[str, Any]) -> str:
+    """The same test id in every process (pytest-xdist's workers compare them): an iterator's
+    ``repr`` names its memory address, so it goes by its type."""
+    return ",".join(
+        f"{key}={type(value).__name__ if isinstance(value, Iterator) else repr(value)}"
+        for key, value in options.items()
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "error"),
     [
@@ -402,7 +411,7 @@ def test_the_number_is_deferred_and_still_reads(alice: AbstractBaseUser) -> None
         ({"providers": ()}, ValueError),
         ({"providers": iter(())}, ValueError),
     ],
-    ids=lambda v: repr(v) if not isinstance(v, type) else v.__name__,
+    ids=lambda v: _option_id(v) if isinstance(v, dict) else v.__name__,
 )
 def test_requirements_of_refuses_bad_options(options: dict[str, Any], error: type) -> None:
     with pytest.raises(error) as info:

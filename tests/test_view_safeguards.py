@@ -28,6 +28,7 @@ from django_eid.sandbox.wire import fill_placeholders
 from django_eid.testing import EidBroker
 from django_eid.views import StartView
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
+from tests.fixtures_views import analyze_identifications
 
 pytestmark = pytest.mark.django_db
 
@@ -204,6 +205,7 @@ def test_admin_list_and_detail_survive_a_number_under_a_removed_key(
         user=admin_user, status=Status.SUCCESS, social_security_number="31127112345"
     )
     settings.DJANGO_EID = eid_settings_with(ENCRYPTION_KEYS=[new])  # removed too early
+    analyze_identifications()
     listing = admin_client.get(reverse("admin:django_eid_identification_changelist"))
     assert listing.status_code == 200
     assert listing.context["cl"].result_count == 1

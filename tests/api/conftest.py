@@ -38,7 +38,6 @@ from tests.fixtures_views import (
     bob,
     broker,
     logged_in,
-    parametrize_apis,
     signals_sent,
 )
 from tests.flow.conftest import SignalLog, signal_log
@@ -205,10 +204,6 @@ def identified(
     broker.broker.open(session_id)
     broker.broker.identify(session_id, person, **device)
     return started.success_url()
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    parametrize_apis(metafunc)
 
 
 @pytest.fixture(autouse=True)

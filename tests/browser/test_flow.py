@@ -212,27 +212,25 @@ def identify_through(page: Page, log_in: Callable[..., None], user: Any, provide
     return row
 
 
-@pytest.mark.parametrize(
-    ("broker_api", "provider"), [("v2", "no_bankid_netcentric"), ("eid-hub", "nbid")]
-)
+@pytest.mark.parametrize(("api", "provider"), [("v2", "no_bankid_netcentric"), ("eid-hub", "nbid")])
 def test_identify_with_each_successor_api(
     page: Page,
     log_in: Callable[..., None],
     user: Any,
     settings: Any,
-    broker_api: str,
+    api: str,
     provider: str,
 ) -> None:
     """The demo, the site speaking v2 or the eID Hub to the sandbox speaking it too: the
     broker appends ``sessionId`` to the return URL, and the identity lands the same."""
     settings.DJANGO_EID = {
         **settings.DJANGO_EID,
-        "BROKER_API": broker_api,
+        "BROKER_API": api,
         "ACCOUNT_ID": "a-spge-demo",
         "SCOPES": None,
     }
     row = identify_through(page, log_in, user, provider)
-    assert bool(row.level_of_assurance) is (broker_api == "eid-hub")
+    assert bool(row.level_of_assurance) is (api == "eid-hub")
 
 
 @pytest.mark.parametrize(

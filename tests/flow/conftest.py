@@ -37,7 +37,6 @@ from tests.fixtures_views import (
     bob,
     bob_client,
     broker,
-    parametrize_apis,
     signals_sent,
     start,
     substitute,
@@ -73,10 +72,6 @@ __all__ = [
     "start",
     "substitute",
 ]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    parametrize_apis(metafunc)
 
 
 @pytest.fixture(autouse=True)

@@ -41,15 +41,10 @@ from django_eid.models import Identification
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.persons import Person
 from django_eid.testing import EidBroker
-from tests.fixtures_views import parametrize_apis
 from tests.hostile.conftest import logged_in
 from tests.urls import urlpatterns as suite_urlpatterns
 
 pytestmark = pytest.mark.django_db
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    parametrize_apis(metafunc)  # each test once per broker API
 
 
 @pytest.fixture(autouse=True)
