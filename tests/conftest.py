@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # Django is configured after this module is imported
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.test import Client
+
+    from tests.fixtures_broker import ScriptedBroker
+    from tests.fixtures_views import Signals, Started
 
 CHROMIUM = "/usr/bin/chromium"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://", "pgsql://", "postgis://")
@@ -176,6 +183,22 @@ def reset_eid_state() -> None:
     django_eid.client.reset_client()
 
 
+@pytest.fixture(autouse=True)
+def _no_retry_wait(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sleeps between the client's retries, but those of the backoff itself
+    (``real_backoff``)."""
+    import django_eid.transport
+
+    if "real_backoff" not in request.fixturenames:
+        monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
+
+
+@pytest.fixture
+def real_backoff() -> None:
+    """The client's own delays between retries, for a test of them (which records the
+    sleeps rather than waiting them out)."""
+
+
 @pytest.fixture
 def eid(settings: Any) -> Callable[..., None]:
     """``eid(KEY=value, ...)`` changes keys of ``DJANGO_EID`` for this test."""
@@ -241,3 +264,75 @@ def pytest_collection_modifyitems_apis(config: pytest.Config, items: list[pytest
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+# -- the broker, the users, the start, the signals: the vocabulary of the suite ----------
+@pytest.fixture
+def broker(request: pytest.FixtureRequest) -> Iterator[ScriptedBroker]:
+    """The sandbox broker behind ``responses`` (:class:`tests.fixtures_broker.ScriptedBroker`),
+    speaking the test's broker API: each API's for a test that asks for ``broker_api``, else
+    the default (``"v1"``)."""
+    from tests.fixtures_broker import ScriptedBroker
+
+    if "broker_api" in request.fixturenames:
+        request.getfixturevalue("broker_api")  # its settings first: the broker reads them
+    with ScriptedBroker() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+def alice(django_user_model: Any) -> AbstractBaseUser:
+    from tests.fixtures_views import make_user
+
+    return make_user(django_user_model, "alice")
+
+
+@pytest.fixture
+def bob(django_user_model: Any) -> AbstractBaseUser:
+    from tests.fixtures_views import make_user
+
+    return make_user(django_user_model, "bob")
+
+
+@pytest.fixture
+def alice_client(alice: AbstractBaseUser) -> Client:
+    from tests.fixtures_views import logged_in
+
+    return logged_in(alice)
+
+
+@pytest.fixture
+def bob_client(bob: AbstractBaseUser) -> Client:
+    from tests.fixtures_views import logged_in
+
+    return logged_in(bob)
+
+
+@pytest.fixture
+def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started]:
+    """``start(client=alice_client, request_id=None, *, ends="pending", **post)``: POST the
+    start view, then the person at the broker ends the session as ``ends`` says
+    (:func:`tests.fixtures_views.start_session`)."""
+    from tests.fixtures_views import start_session
+
+    def run(
+        client: Client = alice_client,
+        request_id: str | None = None,
+        *,
+        ends: str = "pending",
+        **post: str,
+    ) -> Started:
+        return start_session(broker, client, request_id, ends=ends, **post)
+
+    return run
+
+
+@pytest.fixture
+def signals() -> Iterator[Signals]:
+    """Every django-eid signal sent during the test (:class:`tests.fixtures_views.Signals`)."""
+    from tests.fixtures_views import Signals
+
+    recorder = Signals()
+    recorder.connect("test-signals")
+    yield recorder
+    recorder.disconnect("test-signals")

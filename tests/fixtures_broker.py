@@ -16,12 +16,14 @@ import dataclasses
 import functools
 import itertools
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import requests
+import responses
 
 from django_eid import vocabulary
 from django_eid.brokers.oidc import request_id_of
@@ -36,6 +38,8 @@ from django_eid.sandbox.wire import Session
 from django_eid.sandbox.wire_oidc import API as OIDC
 from tests.fixtures_client import CLIENT_ID, SECRET, SESSION_URL, TOKEN_URL
 
+#: Where hostile redirects point; the app must never request it (``broker.evil_calls``).
+EVIL: Final = "https://evil.example/steal"
 #: Where the suites' OpenID providers live (``OIDC_ISSUER`` is ``{OIDC_HOST}/oidc/<preset>``).
 OIDC_HOST: Final = "https://op.broker.test"
 
@@ -229,6 +233,14 @@ class ScriptedBroker(EidBroker):
         self.broker.session = lambda request_id: self._lookup(self.session_id(request_id))  # type: ignore[method-assign]
         #: Every call, oldest first, with its endpoint (whichever API's URL it went to).
         self.served: list[tuple[Endpoint, Call]] = []
+        #: Requests that reached the hostile site (:data:`EVIL`): a redirect followed.
+        self.evil_calls: list[Any] = []
+        for method in (responses.GET, responses.POST):
+            self.mock.add_callback(method, re.compile(r"https://evil\.example/.*"), self._evil)
+
+    def _evil(self, request: Any) -> tuple[int, dict[str, str], bytes]:
+        self.evil_calls.append(request)  # a redirect was followed: the tests say it never is
+        return 200, {"Content-Type": "application/json"}, b'{"stolen": true}'
 
     def _request_id(self) -> str:
         return self.next_request_ids.pop(0) if self.next_request_ids else new_request_id()

@@ -11,17 +11,15 @@ does it (:func:`substitute`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.test import Client
 
-import django_eid.transport
 from django_eid import signals, vocabulary
 from django_eid.brokers import api_class
 from django_eid.brokers.oidc import request_id_of
@@ -200,23 +198,6 @@ class Started:
         return f"/eid/return/{self.reference}/{kind}/"
 
 
-# -- state and the broker ----------------------------------------------------------
-@pytest.fixture(autouse=True)
-def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No sleep between retries (caches and the client are reset by tests/conftest.py)."""
-    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
-
-
-@pytest.fixture
-def broker(request: pytest.FixtureRequest) -> Iterator[ScriptedBroker]:
-    """The sandbox broker behind ``responses``, speaking the test's broker API: each API's
-    for a test that asks for ``broker_api``, else the default (``"v1"``)."""
-    if "broker_api" in request.fixturenames:
-        request.getfixturevalue("broker_api")  # its settings first: the broker reads them
-    with ScriptedBroker() as scripted:
-        yield scripted
-
-
 # -- users -------------------------------------------------------------------------
 def make_user(django_user_model: Any, name: str) -> AbstractBaseUser:
     user: AbstractBaseUser = django_user_model.objects.create_user(
@@ -231,30 +212,27 @@ def logged_in(user: AbstractBaseUser, **kwargs: Any) -> Client:
     return client
 
 
-@pytest.fixture
-def alice(django_user_model: Any) -> AbstractBaseUser:
-    return make_user(django_user_model, "alice")
-
-
-@pytest.fixture
-def bob(django_user_model: Any) -> AbstractBaseUser:
-    return make_user(django_user_model, "bob")
-
-
-@pytest.fixture
-def alice_client(alice: AbstractBaseUser) -> Client:
-    return logged_in(alice)
-
-
-@pytest.fixture
-def bob_client(bob: AbstractBaseUser) -> Client:
-    return logged_in(bob)
+#: What the person does at the broker after a start (``start(ends=...)``): the broker's
+#: record of the session says so from then on, and its return URL of that kind applies.
+AT_BROKER: dict[str, Callable[[ScriptedBroker, str], Any]] = {
+    "success": lambda broker, request_id: broker.complete(request_id=request_id),
+    "abort": lambda broker, request_id: broker.abort(request_id=request_id),
+    "error": lambda broker, request_id: broker.fail("TIMEOUT", request_id=request_id),
+    "pending": lambda broker, request_id: None,
+}
 
 
 def start_session(
-    broker: ScriptedBroker, client: Client, request_id: str | None = None, **post: str
+    broker: ScriptedBroker,
+    client: Client,
+    request_id: str | None = None,
+    *,
+    ends: str = "pending",
+    **post: str,
 ) -> Started:
-    """POST to the start view; the broker answers ``request_id`` (a fresh one by default).
+    """POST to the start view; the broker answers ``request_id`` (a fresh one by default),
+    then the person at the broker does what ``ends`` says (:data:`AT_BROKER`; by default
+    nothing yet: a test scripts the record with ``broker.will_return``).
 
     Checks the redirect to the broker (or, for iframe display, the redirect to the page
     embedding it, which it then GETs) and that one create request was sent.
@@ -295,17 +273,8 @@ def start_session(
     assert row.status == Identification.Status.PENDING
     if api != OIDC:
         assert row.request_id == (request_id or broker.sessions[-1].request_id)
+    AT_BROKER[ends](broker, row.request_id)
     return Started(response, sent, row.pk, reference, row.request_id, row.external_id, broker, api)
-
-
-@pytest.fixture
-def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started]:
-    """``start(client=alice_client, request_id=None, **post)``: see :func:`start_session`."""
-
-    def run(client: Client = alice_client, request_id: str | None = None, **post: str) -> Started:
-        return start_session(broker, client, request_id, **post)
-
-    return run
 
 
 # -- signals -----------------------------------------------------------------------
@@ -320,8 +289,8 @@ class Sent:
 
 
 @dataclass
-class SignalRecorder:
-    """Every django-eid signal sent while connected, oldest first."""
+class Signals:
+    """Every django-eid signal sent while connected (the ``signals`` fixture), oldest first."""
 
     sent: list[Sent] = field(default_factory=list)
 
@@ -339,13 +308,45 @@ class SignalRecorder:
         for name in SIGNAL_NAMES:
             getattr(signals, name).disconnect(dispatch_uid=f"{uid}-{name}")
 
+    @property
+    def names(self) -> list[str]:
+        """The signals' names (``"identification_succeeded"`` ...)."""
+        return [s.name for s in self.sent]
 
-@pytest.fixture
-def signals_sent() -> Iterator[SignalRecorder]:
-    recorder = SignalRecorder()
-    recorder.connect("test-signals")
-    yield recorder
-    recorder.disconnect("test-signals")
+    @property
+    def calls(self) -> list[tuple[str, int, str, Any]]:
+        """``(name, identification pk, its status then, user pk)`` of each."""
+        return [
+            (s.name, s.kwargs["identification"].pk, s.status, s.kwargs["user"].pk)
+            for s in self.sent
+        ]
+
+    @property
+    def in_atomic(self) -> list[bool]:
+        """Whether each was sent inside a transaction (none should be: they follow commits)."""
+        return [s.in_atomic for s in self.sent]
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        """The keyword arguments of each ``name`` signal, the row's status then as ``status``."""
+        return [{**s.kwargs, "status": s.status} for s in self.sent if s.name == name]
+
+    def clear(self) -> None:
+        self.sent.clear()
+
+
+#: The former name of :class:`Signals` (the flow and hostile suites' recorder).
+SignalRecorder = Signals
+
+
+# -- observation ---------------------------------------------------------------------
+def snapshot() -> dict[int, dict[str, Any]]:
+    """Every row with every field, to compare before and after a request."""
+    return {values["id"]: values for values in Identification.objects.order_by("pk").values()}
+
+
+def changed(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> set[int]:
+    """Rows created, deleted or modified between two snapshots."""
+    return {pk for pk in before.keys() | after.keys() if before.get(pk) != after.get(pk)}
 
 
 # -- the admin -----------------------------------------------------------------------

@@ -298,7 +298,7 @@ def test_a_prompt_call_succeeds(slow_broker: SlowBroker) -> None:
     client.close()
 
 
-def test_retries_happen_when_there_is_time(slow_broker: SlowBroker) -> None:
+def test_retries_happen_when_there_is_time(slow_broker: SlowBroker, real_backoff: None) -> None:
     busy = send(answer(b"", "503 Service Unavailable"))
     slow_broker.on(SESSION_PATH, busy, busy, send(RECORD_ANSWER))
     elapsed, err = timed(lambda: EidClient().get_session(REQUEST_ID))

@@ -92,7 +92,7 @@ def test_get_succeeds_after_a_retry(
 
 
 def test_backoff_is_short_and_exponential(
-    broker: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
+    broker: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, real_backoff: None
 ) -> None:
     slept: list[float] = []
     monkeypatch.setattr("django_eid.transport.time.sleep", slept.append)

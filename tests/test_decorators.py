@@ -23,9 +23,7 @@ from django_eid.models import Identification
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.persons import Person
 from django_eid.testing import EidBroker
-from tests.fixtures_views import alice, alice_client, bob, bob_client, logged_in
-
-__all__ = ["alice", "alice_client", "bob", "bob_client"]
+from tests.fixtures_views import logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -15,12 +15,13 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from django_eid import flow, signals
+from django_eid import flow
 from django_eid.conf import eid_settings
 from django_eid.crypto import DecryptionError
 from django_eid.management.commands import eid_reconcile
 from django_eid.models import Identification
 from django_eid.sandbox.faults import Endpoint
+from django_eid.signals import identification_aborted
 from tests.fixtures_broker import (
     NO_SESSION_TO_ASK,
     REST_APIS,
@@ -33,15 +34,9 @@ from tests.fixtures_broker import (
 from tests.fixtures_views import (
     SignalRecorder,
     Started,
-    _no_retry_wait,
-    alice,
-    broker,
     logged_in,
-    signals_sent,
     start_session,
 )
-
-__all__ = ["_no_retry_wait", "alice", "broker", "signals_sent"]
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +90,7 @@ def statuses(*started: Started) -> list[str]:
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_each_kind_of_ending_is_settled(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
+    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
 ) -> None:
     same, other, aborted, failed, timed_out, waiting = (begin() for _ in range(6))
     identified(broker, same, **SAME_DEVICE)
@@ -117,7 +112,7 @@ def test_each_kind_of_ending_is_settled(
         r"1 pending, 1 succeeded; [0-9.]+ ms per row\.\n",
         out,
     ), out
-    succeeded = [s for s in signals_sent.sent if s.name == "identification_succeeded"]
+    succeeded = [s for s in signals.sent if s.name == "identification_succeeded"]
     assert [s.kwargs["identification"].pk for s in succeeded] == [same.pk]
     assert succeeded[0].kwargs["request"] is None
     assert same.refresh().first_name == SAMPLE.first_name
@@ -126,14 +121,14 @@ def test_each_kind_of_ending_is_settled(
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_it_is_idempotent(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
+    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
 ) -> None:
     started = begin()
     identified(broker, started, **SAME_DEVICE)
     reconcile()
-    sent = len(signals_sent.sent)
+    sent = len(signals.sent)
     assert reconcile() == "eid_reconcile: 0 row(s) checked: none.\n"
-    assert len(signals_sent.sent) == sent
+    assert len(signals.sent) == sent
     assert started.refresh().status == Status.SUCCESS
 
 
@@ -425,7 +420,7 @@ def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interva
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_lease(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals_sent: SignalRecorder
+    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
 ) -> None:
     first, taken, last = begin(minutes_ago=10), begin(minutes_ago=9), begin()
     for started in (first, taken, last):
@@ -440,11 +435,11 @@ def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_leas
                 claim_token="another-run", claimed_until=other_lease
             )
 
-    signals.identification_aborted.connect(meanwhile, dispatch_uid="meanwhile")
+    identification_aborted.connect(meanwhile, dispatch_uid="meanwhile")
     try:
         out = reconcile()
     finally:
-        signals.identification_aborted.disconnect(dispatch_uid="meanwhile")
+        identification_aborted.disconnect(dispatch_uid="meanwhile")
     assert out.startswith("eid_reconcile: 2 row(s) checked: 2 aborted; 1 skipped;"), out
     assert statuses(first, taken, last) == [Status.ABORTED, Status.PENDING, Status.ABORTED]
     row = taken.refresh()

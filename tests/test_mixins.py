@@ -10,9 +10,6 @@ from django.utils import timezone
 
 from django_eid.models import Identification
 from django_eid.testing import EidBroker
-from tests.fixtures_views import alice, alice_client
-
-__all__ = ["alice", "alice_client"]
 
 pytestmark = pytest.mark.django_db
 

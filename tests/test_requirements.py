@@ -22,9 +22,6 @@ from django.utils import timezone
 from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.models import Identification, born_by
 from django_eid.requirements import Requirements, Verdict
-from tests.fixtures_views import alice, bob
-
-__all__ = ["alice", "bob"]
 
 pytestmark = pytest.mark.django_db
 

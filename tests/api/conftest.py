@@ -33,12 +33,7 @@ from django_eid.sandbox.persons import Person
 from tests.fixtures_broker import SAMPLE, ScriptedBroker
 from tests.fixtures_views import (
     Started,
-    _no_retry_wait,
-    alice,
-    bob,
-    broker,
     logged_in,
-    signals_sent,
 )
 from tests.flow.conftest import SignalLog, signal_log
 
@@ -54,20 +49,15 @@ __all__ = [
     "Api",
     "SignalLog",
     "Started",
-    "_no_retry_wait",
     "_settle_interval_never_runs_out",
-    "alice",
     "api",
     "api_start",
     "app",
-    "bob",
     "bob_api",
     "bob_app",
-    "broker",
     "frontend",
     "identified",
     "signal_log",
-    "signals_sent",
     "token_auth",
 ]
 

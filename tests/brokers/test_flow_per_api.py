@@ -31,10 +31,9 @@ from tests.fixtures_broker import (
     expected,
 )
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
-from tests.fixtures_views import alice, logged_in
+from tests.fixtures_views import logged_in
 
 pytestmark = pytest.mark.django_db
-__all__ = ["alice"]  # a fixture
 
 Status = Identification.Status
 UA = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"

@@ -30,10 +30,9 @@ from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import Person, builtin_persons
 from tests.fixtures_client import SettingsWrapper
-from tests.fixtures_views import alice, bob, logged_in
+from tests.fixtures_views import logged_in
 
 pytestmark = pytest.mark.django_db
-__all__ = ["alice", "bob"]  # fixtures
 
 Status = Identification.Status
 PERSONS = builtin_persons()

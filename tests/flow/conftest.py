@@ -31,14 +31,6 @@ from tests.fixtures_views import (
     SIGNAL_NAMES,
     SignalRecorder,
     Started,
-    _no_retry_wait,
-    alice,
-    alice_client,
-    bob,
-    bob_client,
-    broker,
-    signals_sent,
-    start,
     substitute,
 )
 
@@ -59,17 +51,9 @@ __all__ = [
     "Broker",
     "SignalLog",
     "Started",
-    "_no_retry_wait",
-    "alice",
-    "alice_client",
-    "bob",
-    "bob_client",
-    "broker",
     "make_record",
     "new_request_id",
     "signal_log",
-    "signals_sent",
-    "start",
     "substitute",
 ]
 
@@ -99,6 +83,6 @@ class SignalLog:
 
 
 @pytest.fixture
-def signal_log(signals_sent: SignalRecorder) -> SignalLog:
+def signal_log(signals: SignalRecorder) -> SignalLog:
     """Every django-eid signal sent during the test, with its keyword arguments."""
-    return SignalLog(signals_sent)
+    return SignalLog(signals)

@@ -17,14 +17,12 @@ Every test checks the exact outcome: the status code, which rows changed
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import requests
-import responses
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import OperationalError
 from django.test import Client
@@ -33,6 +31,7 @@ from django_eid.models import Identification
 from tests.fixtures_broker import (
     ACCESS_TOKEN,
     BROKER_PAGE,
+    EVIL,
     SAMPLE,
     SSN,
     UNIQUE_ID,
@@ -47,20 +46,14 @@ from tests.fixtures_client import SECRET
 from tests.fixtures_views import (
     SignalRecorder,
     Started,
-    _no_retry_wait,
-    alice,
-    alice_client,
-    bob,
-    bob_client,
+    changed,
     logged_in,
     make_user,
-    signals_sent,
+    snapshot,
     start_session,
     substitute,
 )
 
-#: Where hostile redirects point; the client must never request it.
-EVIL = "https://evil.example/steal"
 TOKEN = ACCESS_TOKEN
 Status = Identification.Status
 Reply = Scripted
@@ -77,12 +70,6 @@ __all__ = [
     "Reply",
     "Started",
     "Status",
-    "_no_retry_wait",
-    "alice",
-    "alice_client",
-    "bob",
-    "bob_client",
-    "broker",
     "fired",
     "logged_in",
     "make_user",
@@ -90,40 +77,12 @@ __all__ = [
     "raises",
     "record",
     "reply",
-    "signals_sent",
-    "start",
     "substitute",
 ]
 
 
-class FakeBroker(ScriptedBroker):
-    """The scripted sandbox broker, and a site at :data:`EVIL` that records who comes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.evil_calls: list[Any] = []
-        for method in (responses.GET, responses.POST):
-            self.mock.add_callback(method, re.compile(r"https://evil\.example/.*"), self._evil)
-
-    def _evil(self, request: Any) -> tuple[int, dict[str, str], bytes]:
-        self.evil_calls.append(request)  # a redirect was followed: the tests say it never is
-        return 200, {"Content-Type": "application/json"}, b'{"stolen": true}'
-
-
-@pytest.fixture
-def broker() -> Iterator[FakeBroker]:
-    with FakeBroker() as fake:
-        yield fake
-
-
-#: What the person does at the broker after a start, by ``start(ends=...)``: the broker's
-#: record of the session says so from then on, and its return URL of that kind applies.
-AT_BROKER: dict[str, Callable[[FakeBroker, str], Any]] = {
-    "success": lambda broker, request_id: broker.complete(request_id=request_id),
-    "abort": lambda broker, request_id: broker.abort(request_id=request_id),
-    "error": lambda broker, request_id: broker.fail("TIMEOUT", request_id=request_id),
-    "pending": lambda broker, request_id: None,
-}
+#: The scripted sandbox broker, which records who comes to :data:`EVIL`.
+FakeBroker = ScriptedBroker
 
 
 @pytest.fixture
@@ -133,24 +92,12 @@ def start(broker: FakeBroker, alice_client: Client) -> Callable[..., Started]:
     identifies)."""
 
     def run(client: Client = alice_client, *, ends: str = "success", **post: str) -> Started:
-        started = start_session(broker, client, **post)
-        AT_BROKER[ends](broker, started.request_id)
-        return started
+        return start_session(broker, client, ends=ends, **post)
 
     return run
 
 
 # -- observation -----------------------------------------------------------------
-def snapshot() -> dict[int, dict[str, Any]]:
-    """Every row with every field, to compare before and after a request."""
-    return {values["id"]: values for values in Identification.objects.order_by("pk").values()}
-
-
-def changed(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> set[int]:
-    """Rows created, deleted or modified between two snapshots."""
-    return {pk for pk in before.keys() | after.keys() if before.get(pk) != after.get(pk)}
-
-
 @dataclass
 class Fired:
     """The django-eid signals sent: ``(name, identification pk, status, user pk)``."""
@@ -178,8 +125,8 @@ class Fired:
 
 
 @pytest.fixture
-def fired(signals_sent: SignalRecorder) -> Fired:
-    return Fired(signals_sent)
+def fired(signals: SignalRecorder) -> Fired:
+    return Fired(signals)
 
 
 def connection_reset() -> requests.ConnectionError:
