@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:  # Django is configured after this module is imported
+    import responses
     from django.contrib.auth.models import AbstractBaseUser
     from django.test import Client
 
@@ -278,6 +279,18 @@ def broker(request: pytest.FixtureRequest) -> Iterator[ScriptedBroker]:
         request.getfixturevalue("broker_api")  # its settings first: the broker reads them
     with ScriptedBroker() as scripted:
         yield scripted
+
+
+@pytest.fixture
+def wire() -> Iterator[responses.RequestsMock]:
+    """The broker's URLs mocked answer by answer with ``responses``, nothing else: for the
+    tests of the client's exact requests and its reading of exact answers
+    (``tests.fixtures_client``: ``add_token``, ``token_calls`` ...). A test of anything
+    above the client uses ``broker``."""
+    import responses
+
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield mock
 
 
 @pytest.fixture
