@@ -238,7 +238,8 @@ with_lock() {
 case ${1:-} in
     start)
         # Fast path without the lock: both already up (the usual second run).
-        if PGBIN=$(pg_bindir) && pg_running && redis_running; then
+        if PGBIN=$(pg_bindir) && pg_running && redis_running &&
+            (($(redis_databases || echo 0) >= REDIS_DATABASES)); then
             log "PostgreSQL (127.0.0.1:$PG_PORT) and Redis (127.0.0.1:$REDIS_PORT) already running"
             exit 0
         fi

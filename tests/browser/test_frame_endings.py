@@ -21,6 +21,8 @@ from tests.browser.test_flow import ACCOUNT_PAGE, FRAME_PAGE, choose_person
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 STATUS_CALLS = "**/eid/status/**"
+#: The frame page's poll interval (``django_eid.views.STATUS_POLL_INTERVAL``), in ms.
+POLL_MS = 2_000
 
 
 def identify_in_the_frame(page: Page, name: str = "Kari Marie Nordmann") -> None:
@@ -58,8 +60,13 @@ def test_polling_moves_the_page_on_when_the_broker_cannot(
         route.fulfill(response=response, body=body)
 
     page.route("**/eid-sandbox/login/**", without_the_parent_navigation)
+    page.clock.install()  # the poll comes when the test moves the page's clock
     log_in()
     identify_in_the_frame(page)
+    frame = page.frame_locator("iframe.eid-frame")
+    expect(frame.get_by_text("Done. Taking you back to the site")).to_be_visible()
+    expect(page).to_have_url(FRAME_PAGE)  # the broker's ending page did nothing
+    page.clock.run_for(POLL_MS)
     expect(page).to_have_url(ACCOUNT_PAGE)
     assert len(navigations) == 1  # the broker's ending page was there, and did nothing
     row = Identification.objects.get(user=user)
@@ -125,10 +132,12 @@ def test_the_frame_page_stops_asking_on_a_refusal(
 
     page.route(STATUS_CALLS, refuse)
     expected_browser_errors.append(f"status of {status}")
+    page.clock.install()  # the page's timers run when the test says
     log_in()
     start_in_the_frame(page)
+    page.clock.run_for(POLL_MS)  # the first question
     expect(page.get_by_text(STOPPED)).to_be_visible()
-    page.wait_for_timeout(5000)  # two more poll intervals
+    page.clock.run_for(2 * POLL_MS)  # two more poll intervals
     assert len(asked) == 1
     expect(page).to_have_url(FRAME_PAGE)
 
@@ -150,10 +159,12 @@ def test_the_frame_page_stops_asking_after_session_max_age(
         route.fulfill(content_type="application/json", body='{"finished": false}')
 
     page.route(STATUS_CALLS, pending)
+    page.clock.install()
     log_in()
     start_in_the_frame(page)
-    expect(page.get_by_text(STOPPED)).to_be_visible(timeout=15000)
+    page.clock.run_for(4_000 + POLL_MS)  # past the four seconds it follows the row for
+    expect(page.get_by_text(STOPPED)).to_be_visible()
     count = len(asked)
-    assert 1 <= count <= 3  # every two seconds, for four
-    page.wait_for_timeout(4500)
+    assert 1 <= count <= 2  # every two seconds, for four
+    page.clock.run_for(2 * POLL_MS)
     assert len(asked) == count

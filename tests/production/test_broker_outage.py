@@ -9,12 +9,14 @@ again as soon as the broker answers, without a restart.
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 from typing import Any
 
 import pytest
 from django.test import Client
+from time_machine import TimeMachineFixture
 
 from django_eid.client import EidClient
 from django_eid.exceptions import EidUnavailable
@@ -71,7 +73,7 @@ def test_waiters_for_a_hanging_token_request_give_up_within_the_timeout(
 @pytest.mark.production
 @pytest.mark.django_db(transaction=True)
 def test_users_get_the_error_page_during_an_outage_and_the_flow_works_after_it(
-    settings: Any, stub: BrokerStub, django_user_model: Any
+    settings: Any, stub: BrokerStub, django_user_model: Any, time_machine: TimeMachineFixture
 ) -> None:
     # A short-lived token, so that it also runs out while the broker is down.
     settings.DJANGO_EID = stub.settings(TIMEOUT=TIMEOUT)
@@ -84,7 +86,9 @@ def test_users_get_the_error_page_during_an_outage_and_the_flow_works_after_it(
         browser.force_login(user)
         start(browser)  # warm: a token, a keep-alive connection per thread
         keys.append(browser.cookies["sessionid"].value)
-    time.sleep(2)  # the token is now stale
+    # The token is now stale: the clock (which the token's lifetime is told by) moves on;
+    # the deadlines of the calls are told by the monotonic clock, which does not.
+    time_machine.move_to(datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=2))
     stub.hang()
 
     def start_during_outage(i: int) -> tuple[int, bool, float]:

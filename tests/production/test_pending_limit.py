@@ -1,5 +1,5 @@
 """MAX_PENDING_PER_USER is a guarantee, on PostgreSQL: sixty start POSTs of one account at
-the same instant, against a broker that takes half a second to create a session, create
+the same instant, against a broker that takes a fifth of a second to create a session, create
 exactly the limit of broker sessions; the others get 429."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ LIMIT = 5
 
 @pytest.fixture
 def slow_broker(settings: Any) -> Any:
-    with BrokerStub(latency=0.5) as stub:
+    with BrokerStub(latency=0.2) as stub:
         settings.DJANGO_EID = stub.settings(MAX_PENDING_PER_USER=LIMIT)
         fresh_clients()
         yield stub

@@ -1,12 +1,13 @@
 """Site rules are decided before success is visible: checked with a concurrent reader on
 PostgreSQL.
 
-A reader polls the row's status from its own connection while the callback runs. A slow
-statement after the ``UPDATE ... SET status = 'SUCCESS'`` (an execute wrapper that sleeps)
-widens the window in which an uncommitted, or briefly committed, ``SUCCESS`` could be seen.
-A minor refused by ``MIN_AGE`` or by an ``identification_verifying`` receiver is never seen
-as ``SUCCESS``; the compatibility path (a rejection from ``identification_succeeded``) is,
-which shows the reader would catch it.
+A reader polls the row's status from its own connection while the callback runs. Right after
+the ``UPDATE ... SET status = 'SUCCESS'`` (an execute wrapper) the callback is held until the
+reader has looked :data:`LOOKS` more times: the window in which an uncommitted, or briefly
+committed, ``SUCCESS`` could be seen is as wide as the reader needs, on a loaded machine too,
+and no wider. A minor refused by ``MIN_AGE`` or by an ``identification_verifying`` receiver
+is never seen as ``SUCCESS``; the compatibility path (a rejection from
+``identification_succeeded``) is, which shows the reader would catch it.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from tests.production.stub import BrokerStub
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
 
 Status = Identification.Status
-#: How long the statement after the SUCCESS update is held up.
-HOLD = 0.4
+#: How many times the reader looks while the callback is held after its SUCCESS update.
+LOOKS = 25
+#: The longest any wait of these tests may take, in seconds: a failure, never a pace.
+WAIT = 10.0
 
 
 @pytest.fixture
@@ -52,52 +55,86 @@ def minor_at_the_broker(settings: Any) -> Iterator[BrokerStub]:
         fresh_clients()
 
 
+class Reader:
+    """Row ``pk``'s status as another connection reads it, over and over, while running."""
+
+    def __init__(self, pk: int) -> None:
+        self.pk = pk
+        self.seen: list[str] = []
+        self._looked = threading.Condition()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        try:
+            while not self._done.is_set():
+                status = Identification.objects.filter(pk=self.pk).values_list("status", flat=True)
+                with self._looked:
+                    self.seen.append(status.get())
+                    self._looked.notify_all()
+                time.sleep(0.002)
+        finally:
+            close_thread_connections()
+
+    def wait_until(self, condition: Callable[[list[str]], bool]) -> None:
+        """Block the calling thread until what the reader has seen meets ``condition``."""
+        with self._looked:
+            assert self._looked.wait_for(lambda: condition(self.seen), timeout=WAIT), self.seen
+
+    def more_looks(self, count: int = LOOKS) -> None:
+        """Block until the reader has looked ``count`` more times."""
+        looked = len(self.seen)
+        self.wait_until(lambda seen: len(seen) >= looked + count)
+
+    def __enter__(self) -> Reader:
+        self._thread.start()
+        self.wait_until(bool)  # it has the row before the callback starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.more_looks(1)  # a last look after the request committed
+        self._done.set()
+        self._thread.join(timeout=WAIT)
+
+
 @contextmanager
-def slow_after_success() -> Iterator[None]:
-    """Sleep after the statement that sets SUCCESS, inside whatever transaction holds it."""
+def held_after_success(reader: Reader) -> Iterator[None]:
+    """Hold the statement that sets SUCCESS, inside whatever transaction holds it, until the
+    reader has looked :data:`LOOKS` more times."""
 
     def wrapper(
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
     ) -> Any:
         result = execute(sql, params, many, context)
         if sql.startswith("UPDATE") and "SUCCESS" in str(params):
-            time.sleep(HOLD)
+            reader.more_looks()
         return result
 
     with connection.execute_wrapper(wrapper):
         yield
 
 
-@contextmanager
-def reader(pk: int) -> Iterator[list[str]]:
-    """Every status another connection reads for row ``pk`` while the block runs."""
-    seen: list[str] = []
-    done = threading.Event()
-
-    def poll() -> None:
-        try:
-            while not done.is_set():
-                status = Identification.objects.filter(pk=pk).values_list("status", flat=True)
-                seen.append(status.get())
-                time.sleep(0.005)
-        finally:
-            close_thread_connections()
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        time.sleep(0.05)  # a last look after the request committed
-        done.set()
-        thread.join(timeout=10)
-
-
-def callback(browser: Client, stub: BrokerStub) -> tuple[Identification, list[str]]:
+def callback(
+    browser: Client, stub: BrokerStub, late_receiver: Callable[..., None] | None = None
+) -> tuple[Identification, list[str]]:
+    """The success callback of a new start, watched by a :class:`Reader`; ``late_receiver``
+    (given the reader) is connected to ``identification_succeeded`` meanwhile."""
     row = start(browser)
-    with reader(row.pk) as seen, slow_after_success():
-        browser.get(success_url(row, stub))
-    return Identification.objects.get(pk=row.pk), seen
+    with Reader(row.pk) as reader, held_after_success(reader):
+        if late_receiver is None:
+            browser.get(success_url(row, stub))
+        else:
+
+            def receiver(**kwargs: Any) -> None:
+                late_receiver(reader, **kwargs)
+
+            signals.identification_succeeded.connect(receiver, weak=False)
+            try:
+                browser.get(success_url(row, stub))
+            finally:
+                signals.identification_succeeded.disconnect(receiver)
+    return Identification.objects.get(pk=row.pk), reader.seen
 
 
 @pytest.fixture
@@ -114,7 +151,7 @@ def test_a_minor_refused_by_min_age_is_never_seen_verified(
     settings.DJANGO_EID = {**settings.DJANGO_EID, "MIN_AGE": 18}
     row, seen = callback(browser, minor_at_the_broker)
     assert (row.status, row.error_code) == (Status.REJECTED, "MIN_AGE")
-    assert len(seen) > 20  # the reader looked throughout
+    assert len(seen) > LOOKS  # the reader looked throughout
     assert Status.SUCCESS not in seen
     assert seen[0] == Status.PENDING
     assert seen[-1] == Status.REJECTED
@@ -133,7 +170,7 @@ def test_a_minor_refused_by_a_verifying_receiver_is_never_seen_verified(
     finally:
         signals.identification_verifying.disconnect(adults_only)
     assert (row.status, row.error_message) == (Status.REJECTED, "Adults only.")
-    assert len(seen) > 20
+    assert len(seen) > LOOKS
     assert Status.SUCCESS not in seen
     assert seen[0] == Status.PENDING
     assert seen[-1] == Status.REJECTED
@@ -144,15 +181,12 @@ def test_the_compatibility_path_is_seen_verified_for_a_moment(
 ) -> None:
     """What identification_verifying fixes: a rejection after the commit is visible."""
 
-    def late(identification: Identification, **kwargs: Any) -> None:
-        time.sleep(HOLD)  # a slow receiver after the commit
+    def late(reader: Reader, **kwargs: Any) -> None:
+        # A receiver after the commit, slow enough for the reader to see its success.
+        reader.wait_until(lambda seen: Status.SUCCESS in seen)
         raise IdentificationRejected("Adults only.")
 
-    signals.identification_succeeded.connect(late, weak=False)
-    try:
-        row, seen = callback(browser, minor_at_the_broker)
-    finally:
-        signals.identification_succeeded.disconnect(late)
+    row, seen = callback(browser, minor_at_the_broker, late_receiver=late)
     assert row.status == Status.REJECTED
     assert Status.SUCCESS in seen
 
@@ -169,11 +203,13 @@ def test_two_callbacks_at_once_run_the_rules_once(
     tabs = [client_with_session(browser.session.session_key or "") for _ in range(2)]
     calls: list[int] = []
     lock = threading.Lock()
+    waited: list[bool] = []
 
     def slow_rule(identification: Identification, **kwargs: Any) -> None:
         with lock:
             calls.append(identification.pk)
-        time.sleep(HOLD)
+        # Held until the other callback waits for the row's lock, which this one holds.
+        waited.append(another_waits_for_a_lock())
 
     barrier = threading.Barrier(2)
 
@@ -188,6 +224,24 @@ def test_two_callbacks_at_once_run_the_rules_once(
     finally:
         signals.identification_verifying.disconnect(slow_rule)
     assert answers == [302, 302]
+    assert waited == [True]
     assert calls == [row.pk]
     assert len(succeeded) == 1
     assert Identification.objects.get(pk=row.pk).status == Status.SUCCESS
+
+
+def another_waits_for_a_lock() -> bool:
+    """Whether another session of this database comes to wait for a lock within
+    :data:`WAIT` seconds (PostgreSQL's view of its sessions)."""
+    deadline = time.monotonic() + WAIT
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                " AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.005)
+    return False
