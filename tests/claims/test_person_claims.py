@@ -23,8 +23,15 @@ from django.test import Client
 from django_eid import crypto, signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification, PersonClaim, max_length
-from tests.fixtures_broker import API_SETTINGS, REST_APIS, STABLE_SUBJECT, expected
-from tests.flow.conftest import SSN, Broker, SignalLog, Started
+from tests.fixtures_broker import (
+    API_SETTINGS,
+    REST_APIS,
+    SSN,
+    STABLE_SUBJECT,
+    ScriptedBroker,
+    expected,
+)
+from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +41,15 @@ OLD_KEY, NEW_KEY = (base64.urlsafe_b64encode(c * 32).decode() for c in (b"o", b"
 
 
 @pytest.fixture
-def one_account(eid: Callable[..., None]) -> None:
+def one_account(request: pytest.FixtureRequest, eid: Callable[..., None]) -> None:
+    if "broker_api" in request.fixturenames:
+        request.getfixturevalue("broker_api")  # its settings first: they replace DJANGO_EID
     eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
 
 
 @pytest.fixture
 def verify(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> Callable[..., Identification]:
     """``verify(client=alice_client, **record)``: start and finish one identification."""
 
@@ -70,6 +79,7 @@ def assert_claimed_by(row: Identification) -> None:
 
 @pytest.mark.usefixtures("one_account")
 def test_a_success_claims_the_provider_id_and_the_number(
+    broker_api: str,
     verify: Callable[..., Identification],
 ) -> None:
     row = verify()
@@ -85,12 +95,12 @@ def test_a_success_claims_the_provider_id_and_the_number(
 
 @pytest.mark.usefixtures("one_account")
 def test_the_same_account_verifying_again_moves_its_claims_to_the_new_row(
-    verify: Callable[..., Identification], signal_log: SignalLog
+    broker_api: str, verify: Callable[..., Identification], signals: Signals
 ) -> None:
     first, second = verify(), verify()
     assert (first.status, second.status) == (Status.SUCCESS, Status.SUCCESS)
     assert_claimed_by(second)
-    assert signal_log.names.count("identification_succeeded") == 2
+    assert signals.names.count("identification_succeeded") == 2
     # Purging the older row leaves the account holding the person.
     first.delete()
     assert_claimed_by(second)
@@ -98,7 +108,7 @@ def test_the_same_account_verifying_again_moves_its_claims_to_the_new_row(
 
 @pytest.mark.usefixtures("one_account")
 def test_another_account_is_rejected_and_claims_nothing(
-    verify: Callable[..., Identification], bob_client: Client, signal_log: SignalLog
+    broker_api: str, verify: Callable[..., Identification], bob_client: Client, signals: Signals
 ) -> None:
     bobs = verify(client=bob_client)
     alices = verify(IdentityProviderUniqueId=OTHER_UID)
@@ -106,14 +116,15 @@ def test_another_account_is_rejected_and_claims_nothing(
     assert alices.error_message == "This person is already verified on another account."
     assert alices.completed_at is not None
     assert_claimed_by(bobs)
-    assert signal_log.names[-1] == "identification_failed"
-    assert signal_log.of("identification_failed")[-1]["status"] == Status.REJECTED
-    assert signal_log.names.count("identification_succeeded") == 1
+    assert signals.names[-1] == "identification_failed"
+    assert signals.of("identification_failed")[-1]["status"] == Status.REJECTED
+    assert signals.names.count("identification_succeeded") == 1
 
 
 @pytest.mark.apis(*REST_APIS, reason=STABLE_SUBJECT)
 @pytest.mark.usefixtures("one_account")
 def test_a_record_without_provider_id_or_number_claims_nothing(
+    broker_api: str,
     verify: Callable[..., Identification],
 ) -> None:
     row = verify(IdentityProviderUniqueId=None, SocialSecurityNumber=None)
@@ -131,7 +142,7 @@ def test_a_record_without_provider_id_or_number_claims_nothing(
 @pytest.mark.usefixtures("one_account")
 @pytest.mark.parametrize("tail", ["", "-but-different-after-the-cut"])
 def test_a_unique_id_longer_than_its_column_matches_as_stored(
-    verify: Callable[..., Identification], bob_client: Client, tail: str
+    broker_api: str, verify: Callable[..., Identification], bob_client: Client, tail: str
 ) -> None:
     limit = max_length("identity_provider_unique_id")
     assert limit is not None
@@ -146,8 +157,9 @@ def test_a_unique_id_longer_than_its_column_matches_as_stored(
 @pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.usefixtures("one_account")
 def test_a_record_without_a_provider_is_matched_on_the_provider_stored(
+    broker_api: str,
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verify: Callable[..., Identification],
     bob_client: Client,
@@ -176,7 +188,7 @@ def receiver_rejects() -> Iterator[None]:
 
 @pytest.mark.usefixtures("one_account", "receiver_rejects")
 def test_a_receivers_rejection_frees_the_person(
-    verify: Callable[..., Identification], bob_client: Client
+    broker_api: str, verify: Callable[..., Identification], bob_client: Client
 ) -> None:
     bobs = verify(client=bob_client)
     assert (bobs.status, bobs.error_code) == (Status.REJECTED, "REJECTED")
@@ -189,7 +201,10 @@ def test_a_receivers_rejection_frees_the_person(
 @pytest.mark.usefixtures("one_account")
 @pytest.mark.parametrize("options", [{}, {"anonymize": True}], ids=["delete", "anonymize"])
 def test_eid_purge_frees_the_person(
-    verify: Callable[..., Identification], bob_client: Client, options: dict[str, Any]
+    broker_api: str,
+    verify: Callable[..., Identification],
+    bob_client: Client,
+    options: dict[str, Any],
 ) -> None:
     bobs = verify(client=bob_client)
     assert_claimed_by(bobs)
@@ -202,6 +217,7 @@ def test_eid_purge_frees_the_person(
 
 @pytest.mark.usefixtures("one_account")
 def test_eid_purge_keeps_the_claims_of_rows_younger_than_the_cutoff(
+    broker_api: str,
     verify: Callable[..., Identification],
 ) -> None:
     row = verify()
@@ -212,7 +228,7 @@ def test_eid_purge_keeps_the_claims_of_rows_younger_than_the_cutoff(
 
 @pytest.mark.usefixtures("one_account")
 def test_deleting_the_user_frees_the_person(
-    verify: Callable[..., Identification], bob: User, bob_client: Client
+    broker_api: str, verify: Callable[..., Identification], bob: User, bob_client: Client
 ) -> None:
     verify(client=bob_client)
     bob.delete()
@@ -222,7 +238,7 @@ def test_deleting_the_user_frees_the_person(
 
 @pytest.mark.usefixtures("one_account")
 def test_a_claim_left_behind_rejects_nobody_and_is_taken_over(
-    verify: Callable[..., Identification], bob_client: Client
+    broker_api: str, verify: Callable[..., Identification], bob_client: Client
 ) -> None:
     """The decision is made from the identifications; a claim only serialises."""
     bobs = verify(client=bob_client)
@@ -236,7 +252,10 @@ def test_a_claim_left_behind_rejects_nobody_and_is_taken_over(
 
 
 def test_eid_reencrypt_moves_the_claim_on_the_number_to_the_new_key(
-    verify: Callable[..., Identification], bob_client: Client, eid: Callable[..., None]
+    broker_api: str,
+    verify: Callable[..., Identification],
+    bob_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[OLD_KEY])
     bobs = verify(client=bob_client)
@@ -252,7 +271,7 @@ def test_eid_reencrypt_moves_the_claim_on_the_number_to_the_new_key(
 
 
 def test_eid_reencrypt_drops_a_claim_the_account_already_holds_under_the_new_key(
-    verify: Callable[..., Identification], eid: Callable[..., None]
+    broker_api: str, verify: Callable[..., Identification], eid: Callable[..., None]
 ) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True, ENCRYPTION_KEYS=[OLD_KEY])
     first = verify()
@@ -273,8 +292,9 @@ def test_eid_reencrypt_drops_a_claim_the_account_already_holds_under_the_new_key
 # COMMIT around the UPDATE, a SAVEPOINT ... RELEASE around the INSERT and the SELECT).
 @pytest.mark.parametrize(("one_account", "queries"), [(False, 7), (True, 7 + 6)], ids=["off", "on"])
 def test_what_the_claims_cost_in_queries(
+    broker_api: str,
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
     django_assert_num_queries: Any,

@@ -15,16 +15,16 @@ from django_eid.brokers import eidhub, v1, v2
 from django_eid.conf import eid_settings
 from django_eid.models import MAX_JSON_BYTES, Identification
 from django_eid.records import IdentificationRecord
-from tests.fixtures_broker import expected
-from tests.flow.conftest import (
+from tests.fixtures_broker import (
     ACCESS_TOKEN,
     BASIC_CREDENTIALS,
-    CLIENT_SECRET,
     SSN,
-    Broker,
-    Started,
-    make_record,
+    ScriptedBroker,
+    expected,
+    record,
 )
+from tests.fixtures_client import SECRET as CLIENT_SECRET
+from tests.fixtures_views import Started
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +34,8 @@ SECRETS = (SSN, CLIENT_SECRET, BASIC_CREDENTIALS, ACCESS_TOKEN)
 def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
     """Every message, its arguments and any traceback, as text."""
     parts = [caplog.text]
-    for record in caplog.records:
-        parts += [record.getMessage(), repr(record.args), record.exc_text or ""]
+    for entry in caplog.records:
+        parts += [entry.getMessage(), repr(entry.args), entry.exc_text or ""]
     return "\n".join(parts)
 
 
@@ -54,8 +54,9 @@ def crashing_receiver() -> Iterator[None]:
 
 @pytest.mark.apis("v1", reason="v1's create request")
 def test_no_log_line_of_the_flow_holds_the_number_or_a_secret(
+    broker_api: str,
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
     caplog: pytest.LogCaptureFixture,
@@ -113,8 +114,9 @@ def no_digits_of_the_number(text: str) -> bool:
 
 
 def test_an_error_message_quoting_the_number_is_stored_and_shown_scrubbed(
+    broker_api: str,
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     admin_client: Client,
     caplog: pytest.LogCaptureFixture,
@@ -142,7 +144,11 @@ def test_an_error_message_quoting_the_number_is_stored_and_shown_scrubbed(
 
 @pytest.mark.apis("v1", reason="v1's MetaData")
 def test_a_number_in_metadata_or_a_variant_key_is_stored_scrubbed(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    broker_api: str,
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
@@ -162,10 +168,10 @@ def test_a_number_in_metadata_or_a_variant_key_is_stored_scrubbed(
 
 
 def test_a_number_anywhere_in_any_api_s_record_is_stored_scrubbed(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    broker_api: str, start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
-    body = broker.on_the_wire(make_record(started.request_id))
+    body = broker.on_the_wire(record(started.request_id))
     body["customerNote"] = f"person {SSN[:6]}-{SSN[6:]}"
     body["extra"] = {"ids": [SSN, "3f2504e0-4f89-11d3-9a0c-0305e82c3301"]}
     broker.will_answer(started.request_id, json=body)
@@ -177,7 +183,9 @@ def test_a_number_anywhere_in_any_api_s_record_is_stored_scrubbed(
     assert no_digits_of_the_number(json.dumps(row.raw))
 
 
-def test_the_admin_scrubs_rows_stored_before_the_scrubber(alice: Any, admin_client: Client) -> None:
+def test_the_admin_scrubs_rows_stored_before_the_scrubber(
+    broker_api: str, alice: Any, admin_client: Client
+) -> None:
     row = Identification.objects.create(
         user=alice,
         status=Identification.Status.ERROR,
@@ -195,10 +203,10 @@ def test_the_admin_scrubs_rows_stored_before_the_scrubber(alice: Any, admin_clie
 
 
 def test_a_huge_record_is_stored_as_a_marker_and_the_identity_still_read(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    broker_api: str, start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
-    body = broker.on_the_wire(make_record(started.request_id))
+    body = broker.on_the_wire(record(started.request_id))
     body["padding"] = "x" * (MAX_JSON_BYTES + 1)
     broker.will_answer(started.request_id, json=body)
     assert alice_client.get(started.success_url()).status_code == 302
@@ -212,7 +220,7 @@ def test_a_huge_record_is_stored_as_a_marker_and_the_identity_still_read(
 
 
 def test_a_record_within_the_cap_is_stored_whole(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    broker_api: str, start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
     if started.is_oidc:
@@ -220,7 +228,7 @@ def test_a_record_within_the_cap_is_stored_whole(
         broker.will_return(started.request_id)
         assert alice_client.get(started.success_url()).status_code == 302
         stored, started = size(started.refresh().raw), start()
-    body = broker.on_the_wire(make_record(started.request_id))
+    body = broker.on_the_wire(record(started.request_id))
     room = MAX_JSON_BYTES - (stored if started.is_oidc else size(row_raw_of(body)))
     body["padding"] = "x" * (room - len(',"padding":""'))
     broker.will_answer(started.request_id, json=body)
@@ -232,7 +240,7 @@ def test_a_record_within_the_cap_is_stored_whole(
 
 @pytest.mark.apis("v1", reason="v1's MetaData")
 def test_huge_metadata_is_stored_as_a_marker(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    broker_api: str, start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
     broker.will_return(started.request_id, MetaData={"k": "é" * MAX_JSON_BYTES})

@@ -1,26 +1,22 @@
-"""The model (verified_for, age, the encrypted number) and the read-only admin."""
+"""The read-only admin (``django_eid/admin.py``): the changelist's filters, search, counts
+and bounded queries, and the change page that shows everything and edits nothing."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from io import StringIO
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
-from django.contrib.auth.models import AnonymousUser
-from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_eid import admin as eid_admin
-from django_eid import brokers, crypto
+from django_eid import brokers
 from django_eid.models import Identification
-from tests.fixtures_broker import API_SETTINGS
-from tests.flow.conftest import SSN
+from tests.fixtures_broker import API_SETTINGS, SSN
 
 pytestmark = pytest.mark.django_db
 
@@ -33,124 +29,6 @@ def make(user: Any, status: str = Status.SUCCESS, **fields: Any) -> Identificati
     row: Identification = Identification.objects.create(user=user, status=status, **fields)
     return row
 
-
-def stored_number(row: Identification) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT social_security_number FROM django_eid_identification WHERE id = %s", [row.pk]
-        )
-        value: str = cursor.fetchone()[0]
-    return value
-
-
-# -- verified_for ---------------------------------------------------------------------------
-
-
-def test_verified_for_returns_the_latest_success(alice: Any, bob: Any) -> None:
-    now = timezone.now()
-    assert Identification.objects.verified_for(alice) is None
-    older = make(alice, completed_at=now - datetime.timedelta(days=2))
-    latest = make(alice, completed_at=now - datetime.timedelta(days=1))
-    make(alice, Status.REJECTED, completed_at=now)
-    make(alice, Status.ERROR, completed_at=now)
-    make(alice, Status.PENDING, completed_at=None)
-    make(bob, completed_at=now)
-    assert Identification.objects.verified_for(alice) == latest
-    Identification.objects.filter(pk=latest.pk).delete()
-    assert Identification.objects.verified_for(alice) == older
-
-
-def test_verified_for_an_anonymous_user_is_none(alice: Any) -> None:
-    make(alice)
-    assert Identification.objects.verified_for(AnonymousUser()) is None
-
-
-# -- age --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("born", "age"),
-    [
-        (datetime.date(1971, 12, 31), 53),
-        (datetime.date(1971, 6, 15), 54),  # birthday today
-        (datetime.date(1971, 6, 16), 53),  # birthday tomorrow
-        (datetime.date(1971, 6, 14), 54),
-        (datetime.date(2024, 6, 15), 1),
-        (datetime.date(2024, 6, 16), 0),
-        (None, None),
-    ],
-)
-def test_age_in_whole_years_today(
-    monkeypatch: pytest.MonkeyPatch, born: datetime.date | None, age: int | None
-) -> None:
-    monkeypatch.setattr(timezone, "localdate", lambda *a, **k: datetime.date(2025, 6, 15))
-    assert Identification(date_of_birth=born).age == age
-
-
-def test_masked_number_shows_only_the_date_of_birth_digits() -> None:
-    row = Identification(social_security_number=SSN, national_id_country="NO")
-    assert row.masked_social_security_number == SSN[:6] + "\u2022" * 5
-    # Without a known country nothing tells which digits are the date of birth.
-    assert Identification(social_security_number=SSN).masked_social_security_number == (
-        "\u2022" * 11
-    )
-    assert Identification().masked_social_security_number == ""
-
-
-# -- the encrypted field ----------------------------------------------------------------------
-
-
-def test_the_number_is_encrypted_with_a_key_derived_from_secret_key(alice: Any) -> None:
-    row = make(alice, social_security_number=SSN)
-    raw = stored_number(row)
-    assert SSN not in raw
-    key = crypto.derived_key("test-secret-key-not-for-production-0123456789abcdef")
-    assert Fernet(key.encode()).decrypt(raw.encode()).decode() == SSN
-    assert row.social_security_number_hash == crypto.lookup_hash(SSN)
-    assert Identification.objects.get(pk=row.pk).social_security_number == SSN
-
-
-def test_equal_numbers_encrypt_differently(alice: Any) -> None:
-    first, second = make(alice, social_security_number=SSN), make(alice, social_security_number=SSN)
-    assert stored_number(first) != stored_number(second)
-    assert first.social_security_number_hash == second.social_security_number_hash
-
-
-def test_key_rotation(alice: Any, eid: Callable[..., None]) -> None:
-    key_a, key_b = Fernet.generate_key().decode(), Fernet.generate_key().decode()
-    eid(ENCRYPTION_KEYS=[key_a])
-    row = make(alice, social_security_number=SSN)
-    under_a = stored_number(row)
-    assert Fernet(key_a.encode()).decrypt(under_a.encode()).decode() == SSN
-
-    eid(ENCRYPTION_KEYS=[key_b, key_a])
-    assert Identification.objects.get(pk=row.pk).social_security_number == SSN
-    assert not crypto.is_current(under_a)
-    assert list(Identification.objects.with_social_security_number(SSN)) == [row]
-    row.save()  # re-encrypts under the first key
-    under_b = stored_number(row)
-    assert crypto.is_current(under_b)
-    assert Fernet(key_b.encode()).decrypt(under_b.encode()).decode() == SSN
-
-    eid(ENCRYPTION_KEYS=[key_b])
-    assert Identification.objects.get(pk=row.pk).social_security_number == SSN
-
-    eid(ENCRYPTION_KEYS=[key_a])
-    assert isinstance(
-        Identification.objects.get(pk=row.pk).social_security_number, crypto.Unreadable
-    )
-
-
-def test_the_hash_follows_the_number(alice: Any) -> None:
-    row = make(alice, social_security_number=SSN)
-    row.social_security_number = None
-    row.save(update_fields=["social_security_number"])
-    fresh = Identification.objects.get(pk=row.pk)
-    assert (fresh.social_security_number, fresh.social_security_number_hash) == (None, None)
-    assert stored_number(row) is None
-
-
-# -- the admin -----------------------------------------------------------------------------------
 
 CHANGELIST = "/admin/django_eid/identification/"
 
@@ -194,7 +72,7 @@ def listed(response: Any) -> set[int]:
 
 
 def test_the_changelist_lists_filters_and_searches(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     response = superuser_client.get(CHANGELIST)
@@ -212,7 +90,7 @@ def test_the_changelist_lists_filters_and_searches(
 
 
 def test_the_search_matches_exact_values_of_indexed_columns(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=kari.pk).update(identity_provider_unique_id="pid-kari")
@@ -239,7 +117,7 @@ def test_the_search_matches_exact_values_of_indexed_columns(
 
 
 def test_the_search_box_says_what_it_matches(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     html = superuser_client.get(CHANGELIST).content.decode()
     assert 'id="searchbar"' in html
@@ -275,6 +153,7 @@ PAGES: list[dict[str, str]] = [
 
 @pytest.mark.parametrize("params", PAGES, ids=lambda p: "&".join(p) or "all")
 def test_the_changelist_runs_a_fixed_number_of_bounded_queries(
+    broker_api: str,
     superuser_client: Client,
     rows: list[Identification],
     params: dict[str, str],
@@ -300,7 +179,10 @@ def test_the_changelist_runs_a_fixed_number_of_bounded_queries(
 
 
 def test_a_count_past_the_limit_is_shown_as_more_than(
-    superuser_client: Client, rows: list[Identification], monkeypatch: pytest.MonkeyPatch
+    broker_api: str,
+    superuser_client: Client,
+    rows: list[Identification],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(eid_admin, "COUNT_LIMIT", 1)
     response = superuser_client.get(CHANGELIST, {"status__exact": "SUCCESS"})
@@ -321,7 +203,10 @@ def test_a_count_past_the_limit_is_shown_as_more_than(
 
 
 def test_an_unfiltered_list_shows_the_estimate_of_a_large_table(
-    superuser_client: Client, rows: list[Identification], monkeypatch: pytest.MonkeyPatch
+    broker_api: str,
+    superuser_client: Client,
+    rows: list[Identification],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # PostgreSQL's estimate is tested in tests/production/test_admin_queries.py.
     monkeypatch.setattr(eid_admin, "COUNT_LIMIT", 1)
@@ -375,7 +260,7 @@ def test_the_provider_filter_offers_the_apis_providers_without_a_query(
 
 
 def test_the_date_filter_has_fixed_ranges(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=sven.pk).update(
@@ -405,7 +290,7 @@ def test_the_date_filter_has_fixed_ranges(
     ],
 )
 def test_a_url_filters_only_by_the_filters_lookups(
-    superuser_client: Client, rows: list[Identification], lookup: str
+    broker_api: str, superuser_client: Client, rows: list[Identification], lookup: str
 ) -> None:
     # Django's admin takes any local column's lookup from the URL: each a full read.
     assert superuser_client.get(CHANGELIST, {lookup: "x"}).status_code == 400
@@ -414,7 +299,7 @@ def test_a_url_filters_only_by_the_filters_lookups(
 
 
 def test_the_list_is_newest_first_and_sorts_only_by_indexed_columns(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=kari.pk).update(
@@ -430,7 +315,7 @@ def test_the_list_is_newest_first_and_sorts_only_by_indexed_columns(
 
 
 def test_the_change_page_is_read_only_and_masks_the_number(
-    superuser_client: Client, rows: list[Identification]
+    broker_api: str, superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari = rows[0]
     url = f"{CHANGELIST}{kari.pk}/change/"
@@ -452,15 +337,9 @@ def test_the_change_page_is_read_only_and_masks_the_number(
 
 
 def test_a_staff_user_without_permission_sees_nothing(
-    django_user_model: Any, rows: list[Identification]
+    broker_api: str, django_user_model: Any, rows: list[Identification]
 ) -> None:
     staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
     client = Client()
     client.force_login(staff)
     assert client.get(CHANGELIST).status_code == 403
-
-
-def test_the_migrations_match_the_model() -> None:
-    out = StringIO()
-    call_command("makemigrations", "django_eid", "--check", "--dry-run", stdout=out)
-    assert "No changes detected" in out.getvalue()

@@ -51,7 +51,9 @@ LENGTHS = {"NO": 11, "SE": 12, "DK": 10, "FI": 11}
 
 
 @pytest.fixture
-def with_numbers(eid: Callable[..., None]) -> None:
+def with_numbers(request: pytest.FixtureRequest, eid: Callable[..., None]) -> None:
+    if "broker_api" in request.fixturenames:
+        request.getfixturevalue("broker_api")  # its settings first: they replace DJANGO_EID
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
 
 
@@ -93,7 +95,7 @@ def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize("key", sorted(EXPECTED))
 def test_each_persons_number_country_kind_and_birth_date(
-    alice_client: Client, eid_broker: EidBroker, key: str
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, key: str
 ) -> None:
     person = getattr(eid_broker.persons, key)
     country, kind, prefix = EXPECTED[key]
@@ -110,13 +112,13 @@ def test_each_persons_number_country_kind_and_birth_date(
     assert "SocialSecurityNumber" not in row.raw
 
 
-def test_every_built_in_person_is_covered(eid_broker: EidBroker) -> None:
+def test_every_built_in_person_is_covered(broker_api: str, eid_broker: EidBroker) -> None:
     assert {person.key for person in eid_broker.persons} == set(EXPECTED)
 
 
 @pytest.mark.usefixtures("with_numbers")
 def test_the_centenarian_is_born_in_1924_not_2024(
-    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     person = eid_broker.persons.CENTENARIAN
     assert person.date_of_birth == "170524"  # the record's two digits would say 2024
@@ -147,6 +149,7 @@ def test_the_centenarian_is_born_in_1924_not_2024(
     ids=["swedish-hyphen", "swedish-ten-digits", "swedish-plus", "danish-hyphen", "spaces"],
 )
 def test_a_number_is_stored_in_its_canonical_form(
+    broker_api: str,
     alice_client: Client,
     eid_broker: EidBroker,
     key: str,
@@ -174,7 +177,7 @@ def test_a_number_is_stored_in_its_canonical_form(
 @pytest.mark.parametrize("key", ["NORWEGIAN", "CENTENARIAN", "D_NUMBER"])
 @pytest.mark.parametrize("how", ["missing", "null"])
 def test_without_date_of_birth_the_date_comes_from_the_number(
-    alice_client: Client, eid_broker: EidBroker, key: str, how: str
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, key: str, how: str
 ) -> None:
     person = getattr(eid_broker.persons, key)
 
@@ -193,7 +196,7 @@ def test_without_date_of_birth_the_date_comes_from_the_number(
 @pytest.mark.apis("v1", reason="v1 records (ddMMyy dates, v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_a_date_of_birth_disagreeing_with_the_number_yields_to_it_and_is_logged(
-    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     person = eid_broker.persons.NORWEGIAN  # born 14 March 1985
@@ -230,7 +233,7 @@ def test_a_date_of_birth_disagreeing_with_the_number_yields_to_it_and_is_logged(
 
 @pytest.mark.usefixtures("with_numbers")
 def test_an_agreeing_date_of_birth_logs_no_warning(
-    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="django_eid"):
         row = identify(alice_client, eid_broker, eid_broker.persons.D_NUMBER)
@@ -258,6 +261,7 @@ def bad_check_digit(number: str) -> str:
     ],
 )
 def test_an_invalid_number_is_stored_as_received_without_country_or_kind(
+    broker_api: str,
     alice_client: Client,
     eid_broker: EidBroker,
     key: str,
@@ -283,7 +287,7 @@ def test_an_invalid_number_is_stored_as_received_without_country_or_kind(
 @pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 @pytest.mark.parametrize("key", ["NORWEGIAN", "SWEDISH", "DANISH", "FINNISH", "D_NUMBER"])
 def test_without_get_social_security_number_nothing_of_the_number_is_stored(
-    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None], key: str
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None], key: str
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=False)
     person = getattr(eid_broker.persons, key)
@@ -301,7 +305,7 @@ def test_without_get_social_security_number_nothing_of_the_number_is_stored(
 
 @pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 def test_without_get_social_security_number_an_unasked_number_is_not_stored(
-    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=False)
     person = eid_broker.persons.NORWEGIAN
@@ -323,7 +327,7 @@ def test_without_get_social_security_number_an_unasked_number_is_not_stored(
 @pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_eid_purge_anonymize_blanks_the_country_and_kind(
-    alice_client: Client, eid_broker: EidBroker
+    broker_api: str, alice_client: Client, eid_broker: EidBroker
 ) -> None:
     row = identify(alice_client, eid_broker, eid_broker.persons.SWEDISH_COORDINATION)
     assert (row.national_id_country, row.national_id_kind) == ("SE", "samordningsnummer")

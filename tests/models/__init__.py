@@ -1,0 +1,1 @@
+"""The models: the identification row, its fields and queries."""

@@ -1,0 +1,1 @@
+"""National identity numbers: the parser and what the flow stores."""
