@@ -3,8 +3,10 @@
 #   make venv              .venv with django-eid editable + test and docs extras
 #   make lint              ruff check, ruff format --check, mypy (strict)
 #   make test              lint + pytest + production tier + docs (see .ci/test.sh)
-#   make test-sqlite       pytest on SQLite only
-#   make test-production   pytest on PostgreSQL + Redis (starts .ci/services.sh)
+#   make test-fast         the edit-test loop: SQLite, no browser, in parallel (about 1 min)
+#   make test-sqlite       the suite on SQLite, the browser tests included
+#   make test-production   the suite on PostgreSQL + Redis (starts .ci/services.sh)
+#   make coverage          branch coverage of django_eid/ over both (htmlcov/)
 #   make docs              mkdocs build --strict
 #   make tox               the matrix of tox.ini: Django 5.2 / 6.0 / 6.1 on Python
 #                          3.11 / 3.12 / 3.13 (SQLite; .ci/pythons.sh finds them)
@@ -16,8 +18,10 @@
 #   make services-start / services-stop
 #   make clean / distclean
 #
-# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', PRODUCTION=auto|yes|no,
-# KEEP_SERVICES=yes (make test leaves the PostgreSQL/Redis it started running).
+# Knobs: PYTHON=python3.12, PYTEST_ARGS='-x -k flow', XDIST=auto|0|N (pytest-xdist's
+# workers: one per core, at most 8; 0 runs in one process), PRODUCTION=auto|yes|no,
+# KEEP_SERVICES=yes (make test leaves the PostgreSQL/Redis it started running),
+# MATRIX=yes (make test runs tox's matrix too, as CI does).
 
 PYTHON ?= python3
 VENV := .venv
@@ -25,9 +29,14 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 PRODUCTION ?= auto
 export PRODUCTION
+# pytest-xdist: a worker per core (each with its own test database and Redis database;
+# tests/workers.py allows 8 per run).
+XDIST ?= auto
+PYTEST := $(PY) -m pytest -n $(XDIST) --maxprocesses=8
 
 .DEFAULT_GOAL := test
-.PHONY: venv lint test test-sqlite test-production docs tox screenshots messages demo bench bench-million \
+.PHONY: venv lint test test-fast test-sqlite test-production coverage docs tox screenshots messages demo \
+	bench bench-million \
 	services-start services-stop clean distclean
 
 # --- environment ----------------------------------------------------------------
@@ -64,21 +73,41 @@ lint: venv
 	echo "mypy django_eid"; $(VENV)/bin/mypy django_eid || rc=1; \
 	exit $$rc
 
-test: venv
+test:
 	@MAKE="$(MAKE)" bash .ci/test.sh
 
-# The SQLite tier ignores any DATABASE_URL/Redis of the shell; its production
-# tests are skipped here by design (the production tier runs them), so a
-# required production tier does not apply to it.
+# The tiers leave the tests of the others out: the SQLite tier the production tests (the
+# production tier runs them), the production tier the browser tests (once per run is
+# enough: they test the pages, not the database) and the packaging test.
+SQLITE_TIER := -m "not production"
+PRODUCTION_TIER := -m "not packaging and not browser"
+
+# The edit-test loop: what needs neither Chromium nor PostgreSQL, nor builds the wheel.
+test-fast: venv
+	env -u DATABASE_URL -u EID_TEST_REDIS_URL -u EID_REQUIRE_PRODUCTION -u EID_REQUIRE_BROWSER \
+		$(PYTEST) -m "not production and not browser and not packaging" $(PYTEST_ARGS)
+
+# The SQLite tier ignores any DATABASE_URL/Redis of the shell.
 test-sqlite: venv
 	env -u DATABASE_URL -u EID_TEST_REDIS_URL -u EID_REQUIRE_PRODUCTION \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		$(PYTEST) $(SQLITE_TIER) $(PYTEST_ARGS)
 
 # A production test skipping here means a broken setup, so on the whole suite
 # that is an error (not with PYTEST_ARGS: a narrowed run may hold none).
 test-production: venv
-	.ci/services.sh run env $(if $(PYTEST_ARGS),,EID_REQUIRE_PRODUCTION=1) \
-		$(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
+	.ci/services.sh run env -u EID_REQUIRE_BROWSER \
+		$(if $(PYTEST_ARGS),,EID_REQUIRE_PRODUCTION=1) \
+		$(PYTEST) $(PRODUCTION_TIER) $(PYTEST_ARGS)
+
+# Branch coverage of django_eid/ over both tiers (the figure issue 23 keeps from dropping).
+coverage: venv
+	rm -f .coverage
+	env -u DATABASE_URL -u EID_TEST_REDIS_URL -u EID_REQUIRE_PRODUCTION \
+		$(PYTEST) $(SQLITE_TIER) --cov --cov-report= -q $(PYTEST_ARGS)
+	.ci/services.sh run env -u EID_REQUIRE_BROWSER \
+		$(PYTEST) $(PRODUCTION_TIER) --cov --cov-append --cov-report= -q $(PYTEST_ARGS)
+	$(VENV)/bin/coverage html -q
+	$(VENV)/bin/coverage report | tail -n 1
 
 docs: venv
 	@if [ -f mkdocs.yml ]; then \
@@ -144,7 +173,7 @@ services-stop:
 # --- cleaning -------------------------------------------------------------------
 
 clean:
-	rm -rf build dist site .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf build dist site htmlcov .coverage .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -path ./$(VENV) -prune -o -path ./.tox -prune -o \
 		\( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 

@@ -3,11 +3,18 @@
 # shows all of them; a summary at the end; non-zero exit if any step failed.
 #
 #   1. lint              ruff check, ruff format --check, mypy
-#   2. pytest            whole suite on SQLite + local-memory cache
-#   3. production tier   whole suite again on PostgreSQL + Redis (.ci/services.sh)
+#   2. SQLite tier       the suite on SQLite + local-memory cache, the browser tests
+#                        included (make test-sqlite)
+#   3. production tier   the suite on PostgreSQL + Redis (.ci/services.sh), the browser
+#                        and packaging tests aside (make test-production)
 #   4. version matrix    tox: the suite on Django 5.2, 6.0 and 6.1 and Python 3.11,
 #                        3.12 and 3.13 (tox.ini; CI, or MATRIX=yes)
 #   5. docs              mkdocs build --strict (when mkdocs.yml exists)
+#
+# The test tiers run in parallel (pytest-xdist, a worker per core) and in random order
+# (pytest-randomly: a failure prints the seed that replays it). Each step's time is
+# printed as it ends and again in the summary, with what passed, what was skipped and
+# why, and the known limits (the xfails): tests/run_summary.py counts them.
 #
 # The production tier is mandatory when CI=true, EID_REQUIRE_PRODUCTION=1 or
 # PRODUCTION=yes; with PRODUCTION=auto (default) it runs when PostgreSQL and
@@ -20,30 +27,64 @@ cd "$(dirname "$0")/.." || exit 1
 
 MAKE=${MAKE:-make}
 CHROMIUM=/usr/bin/chromium     # keep in step with tests/conftest.py
+SUMMARIES=build/test-summary   # one JSON file per pytest run (tests/run_summary.py)
+PY=${PY:-.venv/bin/python}
 results=()
 failed=0
+began=$SECONDS
+rm -rf "$SUMMARIES"
+mkdir -p "$SUMMARIES"
 
-step() {  # step NAME COMMAND...
-    local name=$1
-    shift
+minutes() {  # minutes SECONDS -> "3 min 07 s" / "42 s"
+    local s=$1
+    if ((s >= 60)); then printf '%d min %02d s' $((s / 60)) $((s % 60)); else printf '%d s' "$s"; fi
+}
+
+# What the pytest runs of a step did, from their summaries: "1,234 passed, 7 skipped ...".
+counts() {  # counts GLOB
+    "$PY" - "$SUMMARIES" "$1" <<'PY'
+import json, pathlib, sys
+files = sorted(pathlib.Path(sys.argv[1]).glob(sys.argv[2]))
+total = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
+for f in files:
+    data = json.loads(f.read_text())
+    for key in ("passed", "failed", "errors", "xpassed"):
+        total[key] += data[key]
+    total["skipped"] += sum(data["skipped"].values())
+    total["xfailed"] += sum(data["xfailed"].values())
+words = [f"{n:,} {key}" for key, n in total.items() if n or key == "passed"]
+print(", ".join(words) if files else "")
+PY
+}
+
+step() {  # step NAME SUMMARY_GLOB COMMAND...
+    local name=$1 glob=$2 start=$SECONDS verdict detail took
+    shift 2
     echo
     echo "==> $name"
-    if "$@"; then
-        results+=("PASS     $name")
-    else
-        results+=("FAIL     $name")
-        failed=1
-    fi
+    if "$@"; then verdict=PASS; else verdict=FAIL; failed=1; fi
+    took=$((SECONDS - start))
+    detail=""
+    if [[ -n $glob ]]; then detail=$(counts "$glob" 2>/dev/null); fi
+    echo "==> $name: $verdict in $(minutes "$took")${detail:+ ($detail)}"
+    results+=("$(printf '%-8s %-44s %10s  %s' "$verdict" "$name" "$(minutes "$took")" "$detail")")
 }
 
 skip() {  # skip NAME WHY
     echo
     echo "==> $1: $2"
-    results+=("SKIPPED  $2")
+    results+=("$(printf '%-8s %s' SKIPPED "$2")")
 }
 
 # shellcheck disable=SC2317  # called through step
 submake() { "$MAKE" --no-print-directory "$@"; }
+
+# shellcheck disable=SC2317  # called through step
+tier() {  # tier SUMMARY_NAME MAKE_TARGET: a pytest tier, its summary written
+    local name=$1
+    shift
+    EID_TEST_SUMMARY="$PWD/$SUMMARIES/$name.json" submake "$@"
+}
 
 production_mode() {
     if [[ ${CI:-} == true || ${EID_REQUIRE_PRODUCTION:-0} != 0 ]]; then
@@ -56,6 +97,14 @@ production_mode() {
         esac
     fi
 }
+
+matrix=no
+if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then matrix=yes; fi
+cores=$(nproc 2>/dev/null || echo 2)
+echo "make test: lint, the suite on SQLite with the browser tests, the suite on PostgreSQL +"
+echo "Redis, the docs$([[ $matrix == yes ]] && echo ", and the version matrix (tox)")."
+echo "On a 2-core machine it takes about 5 minutes$([[ $matrix == yes ]] && echo ", 12 with the matrix")"
+echo "(this one has $cores); 'make test-fast' (about a minute) is the edit-test loop."
 
 # Whether the throwaway services were up before this run: only what the run
 # started is stopped at the end.
@@ -78,36 +127,38 @@ stop_started_services() {
     fi
 }
 
-step "lint" submake lint
-step "pytest (SQLite)" submake test-sqlite
+step "environment (.venv, test extras)" "" submake venv
+step "lint" "" submake lint
+step "SQLite tier (browser tests included)" "sqlite.json" tier sqlite test-sqlite
 
+production="production tier (PostgreSQL + Redis)"
 case $(production_mode) in
     required)
-        step "production tier (PostgreSQL + Redis)" submake test-production ;;
+        step "$production" "production.json" tier production test-production ;;
     off)
         skip "production" "production tier skipped: PRODUCTION=no" ;;
     auto)
         if .ci/services.sh status 2>/dev/null; then
-            step "production tier (PostgreSQL + Redis)" submake test-production
+            step "$production" "production.json" tier production test-production
         elif ! .ci/services.sh available; then
             skip "production" "production tier skipped: PostgreSQL server and/or redis-server not installed (mandatory in CI; apt-get install postgresql redis-server to run it here)"
         elif ! .ci/services.sh start; then
             skip "production" "production tier skipped: PostgreSQL/Redis are installed but did not start (see the error above; mandatory in CI)"
         else
-            step "production tier (PostgreSQL + Redis)" submake test-production
+            step "$production" "production.json" tier production test-production
         fi ;;
 esac
 stop_started_services
 
 # The supported Django and Python versions (tox.ini); mandatory in CI, on request elsewhere.
-if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then
-    step "version matrix (tox: $(sed -nE 's/^env_list *= *//p' tox.ini))" submake tox
+if [[ $matrix == yes ]]; then
+    step "version matrix (tox: $(sed -nE 's/^env_list *= *//p' tox.ini))" "tox-*.json" submake tox
 else
     skip "matrix" "version matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
 fi
 
 if [[ -f mkdocs.yml ]]; then
-    step "docs (mkdocs build --strict)" submake docs
+    step "docs (mkdocs build --strict)" "" submake docs
 else
     skip "docs" "docs skipped: no mkdocs.yml yet"
 fi
@@ -123,9 +174,24 @@ if [[ ! -x $CHROMIUM ]]; then
         echo "SKIPPED  browser tests skipped: Chromium not installed ($CHROMIUM); apt-get install chromium to run them"
     fi
 fi
+# The skips and the known limits of every pytest run, by reason.
+"$PY" - "$SUMMARIES" <<'PY'
+import json, pathlib, sys
+runs = {f.stem: json.loads(f.read_text()) for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}
+for key, title in (("skipped", "Skipped tests, and why"), ("xfailed", "Known limits (xfail)")):
+    rows = {}
+    for run, data in runs.items():
+        for reason, count in data[key].items():
+            rows.setdefault(reason, []).append(f"{count} in {run}")
+    if rows:
+        print(f"{title}:")
+        for reason, where in rows.items():
+            print(f"  {reason[:150]}  [{', '.join(where)}]")
+PY
+total=$((SECONDS - began))
 if ((failed)); then
-    echo "make test: FAILED"
+    echo "make test: FAILED after $(minutes "$total")"
 else
-    echo "make test: OK"
+    echo "make test: OK in $(minutes "$total")"
 fi
 exit "$failed"

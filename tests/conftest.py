@@ -159,6 +159,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Genera
 # at this marker, so keep the tier machinery above it and self-contained.)
 
 
+@pytest.hookimpl(specname="pytest_configure")
+def pytest_configure_summary(config: pytest.Config) -> None:
+    from tests import run_summary
+
+    run_summary.register(config)
+
+
 @pytest.fixture(autouse=True)
 def clean_state() -> Generator[None]:
     """Every test starts and ends with empty caches (the shared token), no shared client,
