@@ -1,12 +1,14 @@
 """Fixtures of the JSON API suite: front ends calling ``/eid/api/``, and the broker.
 
-Every test runs once per broker API (``BROKER_API``: ``broker_api``), but those marked
-``@pytest.mark.apis(...)`` (a test of one API's wire). The vocabulary is the flow suite's (:mod:`tests.fixtures_views`): ``alice`` and ``bob``,
-``broker`` (the sandbox behind ``responses``, :class:`tests.fixtures_broker.ScriptedBroker`),
-``signal_log``, and the ``eid`` settings fixture. A front end is an :class:`Api`: one test
-client (a browser with the site's session, or a mobile app sending a token) and the calls
-of the API. Every answer is checked against the shipped OpenAPI document by the test
-middleware (:mod:`tests.openapi_check`).
+A test runs once per broker API when it asks for ``broker_api`` (what the broker's API
+changes: the start's request, the returns and how they are read, settling, cancelling at
+the broker, its errors), else once, against the default sandbox (v1). The vocabulary is the
+suite's (``tests/conftest.py``): ``alice`` and ``bob``, ``broker`` (the sandbox behind
+``responses``, :class:`tests.fixtures_broker.ScriptedBroker`), ``signals``, and the ``eid``
+settings fixture. A front end is an :class:`Api`: one test client (a browser with the
+site's session, or a mobile app sending a token) and the calls of the API. Every answer is
+checked against the shipped OpenAPI document by the test middleware
+(:mod:`tests.openapi_check`).
 
 The person at the broker identifies with :func:`identified`, on the device that started
 (:data:`SAME_DEVICE`: the test client's address and user agent) or on another one
@@ -31,11 +33,7 @@ from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.sandbox.persons import Person
 from tests.fixtures_broker import SAMPLE, ScriptedBroker
-from tests.fixtures_views import (
-    Started,
-    logged_in,
-)
-from tests.flow.conftest import SignalLog, signal_log
+from tests.fixtures_views import Started, logged_in
 
 __all__ = [
     "API",
@@ -47,18 +45,19 @@ __all__ = [
     "TOKEN_AUTH",
     "UA",
     "Api",
-    "SignalLog",
-    "Started",
     "_settle_interval_never_runs_out",
+    "aborted",
     "api",
     "api_start",
     "app",
     "bob_api",
     "bob_app",
+    "front_end",
     "frontend",
     "identified",
-    "signal_log",
+    "made_late",
     "token_auth",
+    "with_login_required",
 ]
 
 #: Where the tests' URLconf mounts the API.
@@ -196,10 +195,31 @@ def identified(
     return started.success_url()
 
 
-@pytest.fixture(autouse=True)
-def _each_api(broker_api: str) -> str:
-    """Every test of the suite runs with each broker API (``@pytest.mark.apis``: some)."""
-    return broker_api
+def aborted(broker: ScriptedBroker, started: Started) -> str:
+    """The person cancelled at the broker; the Abort URL the broker sends them to."""
+    broker.broker.open(started.request_id)
+    broker.broker.abort(started.request_id)
+    return started.abort_url()
+
+
+def made_late(eid: Callable[..., None], started: Started) -> None:
+    """``started`` is past ``SESSION_MAX_AGE`` (one second, and it started in 2000)."""
+    eid(SESSION_MAX_AGE=1)
+    created_at = started.row.created_at.replace(year=2000)
+    Identification.objects.filter(pk=started.pk).update(created_at=created_at)
+
+
+def front_end(kind: str, started: Started) -> str:
+    """The front end's URL of ``kind`` (:data:`FRONTEND`) for ``started``."""
+    return FRONTEND[kind].replace("{reference}", started.reference)
+
+
+def with_login_required(settings: Any) -> None:
+    """Django's ``LoginRequiredMiddleware`` added to the site's middleware (Django 5.1+)."""
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -222,8 +242,11 @@ def bob_api(bob: AbstractBaseUser) -> Api:
 
 
 @pytest.fixture
-def frontend(eid: Callable[..., None]) -> dict[str, str]:
-    """``FRONTEND_URLS`` set, on the front end's host."""
+def frontend(request: pytest.FixtureRequest, eid: Callable[..., None]) -> dict[str, str]:
+    """``FRONTEND_URLS`` set, on the front end's host (after the settings of the test's
+    broker API, which replace ``DJANGO_EID``, when it asks for one)."""
+    if "broker_api" in request.fixturenames:
+        request.getfixturevalue("broker_api")
     eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=[FRONTEND_HOST])
     return FRONTEND
 

@@ -20,9 +20,10 @@ from tests.api.conftest import (
     assert_documented,
     problem,
     token_client,
+    with_login_required,
 )
 from tests.fixtures_broker import ScriptedBroker
-from tests.flow.conftest import SignalLog
+from tests.fixtures_views import Signals
 
 pytestmark = pytest.mark.django_db
 
@@ -187,12 +188,12 @@ def test_a_token_needs_no_csrf_token(app: Api, broker: ScriptedBroker) -> None:
 
 
 def test_the_signals_see_the_token_s_user(
-    app: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: AbstractBaseUser
+    app: Api, broker: ScriptedBroker, signals: Signals, alice: AbstractBaseUser
 ) -> None:
     started = api_start(app, broker)
     app.cancel(started.reference)
     for name in ("identification_started", "identification_aborted"):
-        (sent,) = signal_log.of(name)
+        (sent,) = signals.of(name)
         assert sent["request"].user == alice
         assert sent["user"] == alice
 
@@ -263,10 +264,7 @@ def test_login_required_middleware_leaves_the_api_to_answer(
 ) -> None:
     """A site with Django's ``LoginRequiredMiddleware`` still gets ``401`` JSON (the API's
     views are exempt and authenticate themselves), and a token app reaches the API."""
-    settings.MIDDLEWARE = [
-        *settings.MIDDLEWARE,
-        "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    ]
+    with_login_required(settings)
     problem(call(Api(Client()), method, path), 401, "login_required")
     assert Client().get("/eid/api/schema/").status_code == 200
 
@@ -275,9 +273,6 @@ def test_login_required_middleware_leaves_the_api_to_answer(
 def test_login_required_middleware_lets_a_token_app_in(
     app: Api, broker: ScriptedBroker, settings: Any
 ) -> None:
-    settings.MIDDLEWARE = [
-        *settings.MIDDLEWARE,
-        "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    ]
+    with_login_required(settings)
     assert app.me().status_code == 200
     api_start(app, broker)

@@ -1,5 +1,7 @@
-"""Invalidating a broker session (what ``api-cancel`` asks): the client's call, and the
-sandbox's answer over HTTP."""
+"""Invalidating a broker session (what ``api-cancel`` asks): the client's call, with each
+REST API (``broker_api``: OpenID Connect has no session to end), and the sandbox's answer
+over HTTP (v1's).
+"""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ from tests.fixtures_broker import (
 )
 from tests.fixtures_client import SettingsWrapper, sandbox_settings
 
-pytestmark = pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
-
+#: The client's calls: with each REST API.
+EACH_REST_API = pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 INVALIDATE_URL = "https://api.broker.test/identification/session/invalidate"
 IDENTITY_FIELDS = {
     "IdentityProviderUniqueId",
@@ -52,8 +54,8 @@ def created(broker: ScriptedBroker) -> str:
 
 
 # -- the client ---------------------------------------------------------------------------------
-@pytest.mark.apis("v1", reason="v1's invalidate call")
 def test_the_client_puts_the_request_id_with_its_bearer_token(broker: ScriptedBroker) -> None:
+    """v1's call (the default API's)."""
     request_id = created(broker)
     assert get_client().invalidate_session(request_id) is None
     (call,) = [c for c in broker.mock.calls if c.request.method == "PUT"]
@@ -67,6 +69,7 @@ def test_the_client_puts_the_request_id_with_its_bearer_token(broker: ScriptedBr
     assert session.status == "INVALIDATED"
 
 
+@EACH_REST_API
 @pytest.mark.parametrize(
     ("status", "body"),
     [
@@ -76,7 +79,7 @@ def test_the_client_puts_the_request_id_with_its_bearer_token(broker: ScriptedBr
     ],
 )
 def test_a_4xx_answer_raises_eid_api_error(
-    broker: ScriptedBroker, status: int, body: dict[str, Any]
+    broker_api: str, broker: ScriptedBroker, status: int, body: dict[str, Any]
 ) -> None:
     request_id = created(broker)
     broker.inject("invalidate", status, body=body, times=None)
@@ -86,7 +89,8 @@ def test_a_4xx_answer_raises_eid_api_error(
     assert broker.invalidate_requests == [request_id]  # a 4xx is not retried
 
 
-def test_the_sandbox_s_refusals_reach_the_client(broker: ScriptedBroker) -> None:
+@EACH_REST_API
+def test_the_sandbox_s_refusals_reach_the_client(broker_api: str, broker: ScriptedBroker) -> None:
     with pytest.raises(EidApiError) as unknown:
         get_client().invalidate_session("X" * 200)
     assert unknown.value.status_code == 404
@@ -98,7 +102,8 @@ def test_the_sandbox_s_refusals_reach_the_client(broker: ScriptedBroker) -> None
     assert error.value.status_code == 400
 
 
-def test_a_passing_outage_is_retried(broker: ScriptedBroker) -> None:
+@EACH_REST_API
+def test_a_passing_outage_is_retried(broker_api: str, broker: ScriptedBroker) -> None:
     request_id = created(broker)
     broker.fail_next("invalidate", 503)
     get_client().invalidate_session(request_id)
@@ -106,14 +111,16 @@ def test_a_passing_outage_is_retried(broker: ScriptedBroker) -> None:
     assert broker.broker.session(request_id).status == "INVALIDATED"  # type: ignore[union-attr]
 
 
-def test_an_outage_raises_eid_unavailable(broker: ScriptedBroker) -> None:
+@EACH_REST_API
+def test_an_outage_raises_eid_unavailable(broker_api: str, broker: ScriptedBroker) -> None:
     request_id = created(broker)
     broker.fail_next("invalidate", exception=requests.ConnectionError("down"), times=None)
     with pytest.raises(EidUnavailable):
         get_client().invalidate_session(request_id)
 
 
-def test_invalidating_twice_is_harmless(broker: ScriptedBroker) -> None:
+@EACH_REST_API
+def test_invalidating_twice_is_harmless(broker_api: str, broker: ScriptedBroker) -> None:
     request_id = created(broker)
     get_client().invalidate_session(request_id)
     get_client().invalidate_session(request_id)

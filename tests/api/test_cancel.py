@@ -1,5 +1,10 @@
 """``api-cancel``: the user gave up; the row ends ``ABORTED`` and the broker's session is
-invalidated, so that it can no longer end otherwise."""
+invalidated, so that it can no longer end otherwise.
+
+Cancelling at the broker (the REST APIs' invalidate; nothing to end with OpenID Connect),
+its failures and a return after the cancel are each broker API's (``broker_api``); which
+rows may be cancelled, once.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import requests
 
 from django_eid.models import Identification
 from django_eid.sandbox.broker import SessionFinished
-from tests.api.conftest import SAME_DEVICE, Api, api_start, identified, problem
+from tests.api.conftest import SAME_DEVICE, Api, api_start, identified, made_late, problem
 from tests.fixtures_broker import (
     ACCESS_TOKEN,
     NO_SESSION_TO_ASK,
@@ -21,8 +26,7 @@ from tests.fixtures_broker import (
     ScriptedBroker,
     expected,
 )
-from tests.fixtures_views import Started
-from tests.flow.conftest import SignalLog
+from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +40,7 @@ Status = Identification.Status
 
 
 def test_a_pending_identification_is_cancelled(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: object
+    broker_api: str, api: Api, broker: ScriptedBroker, signals: Signals, alice: object
 ) -> None:
     started = api_start(api, broker)
     response = api.cancel(started.reference)
@@ -51,14 +55,13 @@ def test_a_pending_identification_is_cancelled(
     assert "identity" not in body
     row = started.refresh()
     assert row.status == Status.ABORTED
-    aborted = signal_log.of("identification_aborted")
+    aborted = signals.of("identification_aborted")
     assert len(aborted) == 1
     assert aborted[0]["request"].user == alice
     assert broker.invalidate_requests == invalidated(started)
     assert started.reference not in api.client.session["django_eid_pending"]
 
 
-@pytest.mark.apis("v1", reason="v1's invalidate call")
 def test_the_broker_is_asked_to_invalidate_the_session(api: Api, broker: ScriptedBroker) -> None:
     started = api_start(api, broker)
     api.cancel(started.reference)
@@ -70,19 +73,19 @@ def test_the_broker_is_asked_to_invalidate_the_session(api: Api, broker: Scripte
 
 
 def test_cancelling_again_answers_the_same(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog
+    api: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(api, broker)
     first = api.cancel(started.reference)
     again = api.cancel(started.reference)
     assert again.status_code == 200
     assert again.json() == first.json()
-    assert len(signal_log.of("identification_aborted")) == 1
-    assert broker.invalidate_requests == invalidated(started)
+    assert len(signals.of("identification_aborted")) == 1
+    assert broker.invalidate_requests == [started.request_id]  # once
 
 
 def test_a_later_return_shows_the_aborted_row_and_stores_nothing(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog
+    broker_api: str, api: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(api, broker)
     api.cancel(started.reference)
@@ -92,13 +95,13 @@ def test_a_later_return_shows_the_aborted_row_and_stores_nothing(
     row = started.refresh()
     assert (row.status, row.name) == (Status.ABORTED, "")
     assert broker.retrieve_requests == []
-    assert signal_log.names == ["identification_started", "identification_aborted"]
+    assert signals.names == ["identification_started", "identification_aborted"]
     assert api.identification(started.reference).json()["status"] == "ABORTED"
 
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_the_sandbox_will_not_let_the_person_finish_an_invalidated_session(
-    api: Api, broker: ScriptedBroker
+    broker_api: str, api: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(api, broker)
     broker.broker.open(started.request_id)
@@ -113,7 +116,7 @@ def test_the_sandbox_will_not_let_the_person_finish_an_invalidated_session(
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_session_identified_before_the_cancel_serves_no_identity_after_it(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog
+    broker_api: str, api: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     """The person finished at the broker but the front end cancelled before anyone asked."""
     started = api_start(api, broker)
@@ -126,12 +129,11 @@ def test_a_session_identified_before_the_cancel_serves_no_identity_after_it(
     assert (session.status, session.identity) == ("INVALIDATED", None)
     assert api.client.get(started.success_url()).status_code == 302
     assert started.refresh().name == ""
-    assert signal_log.names == ["identification_started", "identification_aborted"]
+    assert signals.names == ["identification_started", "identification_aborted"]
 
 
-@pytest.mark.apis("v1", reason="v1's Name")
 def test_a_finished_identification_cannot_be_cancelled(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog
+    api: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(api, broker)
     identified(broker, started, SAME_DEVICE)
@@ -146,17 +148,14 @@ def test_a_finished_identification_cannot_be_cancelled(
         SAMPLE.name,
     )
     assert broker.invalidate_requests == []
-    assert "identification_aborted" not in signal_log.names
+    assert "identification_aborted" not in signals.names
 
 
 def test_an_expired_identification_cannot_be_cancelled(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     started = api_start(api, broker)
-    eid(SESSION_MAX_AGE=1)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at.replace(year=2000)
-    )
+    made_late(eid, started)
     # Still at the broker when asked, and late: it expired.
     assert api.identification(started.reference).json()["status"] == "EXPIRED"
     problem(api.cancel(started.reference), 409, "already_finished")
@@ -168,13 +167,10 @@ def test_a_late_identification_still_at_the_broker_can_be_cancelled(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     started = api_start(api, broker)
-    eid(SESSION_MAX_AGE=1)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at.replace(year=2000)
-    )
+    made_late(eid, started)
     # Pending until the broker is asked: the user giving up ends it, at the broker too.
     assert api.cancel(started.reference).json()["status"] == "ABORTED"
-    assert broker.invalidate_requests == invalidated(started)
+    assert broker.invalidate_requests == [started.request_id]
 
 
 def test_another_user_s_identification_is_not_found(
@@ -197,9 +193,10 @@ def test_another_user_s_identification_is_not_found(
     ],
 )
 def test_a_broker_that_cannot_invalidate_does_not_stop_the_cancel(
+    broker_api: str,
     api: Api,
     broker: ScriptedBroker,
-    signal_log: SignalLog,
+    signals: Signals,
     caplog: pytest.LogCaptureFixture,
     fault: dict[str, object],
 ) -> None:
@@ -210,7 +207,7 @@ def test_a_broker_that_cannot_invalidate_does_not_stop_the_cancel(
     assert response.status_code == 200
     assert response.json()["status"] == "ABORTED"
     assert started.refresh().status == Status.ABORTED
-    assert len(signal_log.of("identification_aborted")) == 1
+    assert len(signals.of("identification_aborted")) == 1
     warnings = [r for r in caplog.records if "Invalidating identification" in r.getMessage()]
     assert len(warnings) == 1
     assert warnings[0].levelno == logging.WARNING

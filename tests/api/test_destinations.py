@@ -1,5 +1,9 @@
 """Where the return URLs send the browser: the front end (``FRONTEND_URLS``) for an
-identification started through the API, today's destinations for the HTML pages'."""
+identification started through the API, today's destinations for the HTML pages'.
+
+Each kind of return reaches the front end with each broker API (``broker_api``: the
+returns are the API's); where it sends the browser then is the row's channel's, tested once.
+"""
 
 from __future__ import annotations
 
@@ -16,21 +20,19 @@ from tests.api.conftest import (
     FRONTEND_HOST,
     SAME_DEVICE,
     Api,
-    Started,
+    aborted,
     api_start,
+    front_end,
     identified,
+    made_late,
     settled_by_its_return,
 )
-from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, ScriptedBroker
-from tests.fixtures_views import start_session
+from tests.fixtures_broker import ScriptedBroker
+from tests.fixtures_views import Started, start_session
 
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status
-
-
-def front_end(kind: str, started: Started) -> str:
-    return FRONTEND[kind].replace("{reference}", started.reference)
 
 
 def end(broker: ScriptedBroker, started: Started, kind: str) -> str:
@@ -38,8 +40,7 @@ def end(broker: ScriptedBroker, started: Started, kind: str) -> str:
     if kind == "success":
         return identified(broker, started, SAME_DEVICE)
     if kind == "abort":
-        broker.broker.open(started.request_id)
-        return started.abort_url()
+        return aborted(broker, started)
     return started.error_url("TIMEOUT")
 
 
@@ -48,27 +49,25 @@ def end(broker: ScriptedBroker, started: Started, kind: str) -> str:
     [("success", Status.SUCCESS), ("abort", Status.ABORTED), ("error", Status.ERROR)],
 )
 def test_an_api_start_returns_to_the_front_end(
-    api: Api, broker: ScriptedBroker, frontend: dict[str, str], kind: str, status: str
+    broker_api: str,
+    api: Api,
+    broker: ScriptedBroker,
+    frontend: dict[str, str],
+    kind: str,
+    status: str,
 ) -> None:
     started = api_start(api, broker)
-    if kind == "abort":
-        broker.broker.open(started.request_id)
-        broker.broker.abort(started.request_id)
     response = api.client.get(end(broker, started, kind))
     assert response.status_code == 302
     assert response["Location"] == front_end(kind, started)
     assert started.refresh().status == status
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_expired_api_start_returns_to_the_front_end_s_error_url(
     api: Api, broker: ScriptedBroker, frontend: dict[str, str], eid: Callable[..., None]
 ) -> None:
     started = api_start(api, broker)
-    eid(SESSION_MAX_AGE=1)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at.replace(year=2000)
-    )
+    made_late(eid, started)
     # Late, and the user never finished at the broker: the return expires it.
     broker.will_return(started.request_id, "USERINITIATED")
     response = api.client.get(started.success_url())
@@ -80,10 +79,7 @@ def test_a_late_success_returns_to_the_front_end_s_success_url(
     api: Api, broker: ScriptedBroker, frontend: dict[str, str], eid: Callable[..., None]
 ) -> None:
     started = api_start(api, broker)
-    eid(SESSION_MAX_AGE=1)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at.replace(year=2000)
-    )
+    made_late(eid, started)
     # However late, a paid identification the broker holds as SUCCESS is stored.
     response = api.client.get(identified(broker, started, SAME_DEVICE))
     assert response["Location"] == front_end("success", started)
@@ -95,9 +91,7 @@ def test_a_rejected_api_start_returns_to_the_front_end_s_error_url(
 ) -> None:
     eid(MIN_AGE=18)
     started = api_start(api, broker)
-    broker.broker.open(started.request_id)
-    broker.broker.identify(started.request_id, broker.persons.MINOR, **SAME_DEVICE)
-    response = api.client.get(started.success_url())
+    response = api.client.get(identified(broker, started, SAME_DEVICE, broker.persons.MINOR))
     assert response["Location"] == front_end("error", started)
     assert started.refresh().status == Status.REJECTED
 
@@ -115,9 +109,7 @@ def test_the_start_s_next_does_not_apply_to_an_abort(
     api: Api, broker: ScriptedBroker, frontend: dict[str, str]
 ) -> None:
     started = api_start(api, broker, {"next": "/checkout/"})
-    broker.broker.open(started.request_id)
-    broker.broker.abort(started.request_id)
-    response = api.client.get(started.abort_url())
+    response = api.client.get(aborted(broker, started))
     assert response["Location"] == front_end("abort", started)
 
 
@@ -142,9 +134,6 @@ def test_an_html_start_keeps_today_s_destinations(
 ) -> None:
     started = start_session(broker, api.client)
     assert started.row.channel == "html"
-    if kind == "abort":
-        broker.broker.open(started.request_id)
-        broker.broker.abort(started.request_id)
     response = api.client.get(end(broker, started, kind))
     if location is None:  # the result page
         assert response.status_code == 200
@@ -174,13 +163,13 @@ def test_a_frontend_url_on_a_host_not_allowed_is_not_used(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     started = settled(api, broker)
-    aborted = api_start(api, broker)
+    cancelled = api_start(api, broker)
     misconfigured(
         eid, success="https://evil.example/{reference}", abort="https://evil.example/{reference}"
     )
     with caplog.at_level(logging.ERROR, logger="django_eid"):
         assert api.client.get(started.success_url())["Location"] == "/"
-        assert api.client.get(aborted.abort_url())["Location"] == "/eid/start/"
+        assert api.client.get(cancelled.abort_url())["Location"] == "/eid/start/"
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 2
     assert all("E024" in error for error in errors)
@@ -225,16 +214,12 @@ def test_no_you_cancelled_message_for_an_api_start(
     api: Api, broker: ScriptedBroker, frontend: dict[str, str]
 ) -> None:
     started = api_start(api, broker)
-    broker.broker.open(started.request_id)
-    broker.broker.abort(started.request_id)
-    response = api.client.get(started.abort_url())
+    response = api.client.get(aborted(broker, started))
     assert response["Location"] == front_end("abort", started)
     assert messages_of(response) == []
     # The HTML start, for comparison: its page says so.
     html = start_session(broker, api.client)
-    broker.broker.open(html.request_id)
-    broker.broker.abort(html.request_id)
-    response = api.client.get(html.abort_url())
+    response = api.client.get(aborted(broker, html))
     assert messages_of(response) == ["You cancelled the identification."]
 
 
@@ -242,8 +227,6 @@ def test_no_you_cancelled_message_for_an_api_start_without_frontend_urls(
     api: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(api, broker)
-    broker.broker.open(started.request_id)
-    broker.broker.abort(started.request_id)
-    response = api.client.get(started.abort_url())
+    response = api.client.get(aborted(broker, started))
     assert response["Location"] == "/eid/start/"
     assert messages_of(response) == []

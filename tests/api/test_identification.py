@@ -1,5 +1,11 @@
 """``api-identification``: the caller's identification, settled while it is polled; the
-identity once verified, never the national identity number in full."""
+identity once verified, never the national identity number in full.
+
+Polling settles through v1's status call (the successors have none: they ask for the
+record); whether a success on another device is settled depends on the broker's API
+(``broker_api``), and so does how the national identity number is asked for and stored.
+The identity, outcomes and what is answered of the number are the row's, once.
+"""
 
 from __future__ import annotations
 
@@ -21,14 +27,13 @@ from tests.api.conftest import (
     OTHER_DEVICE,
     SAME_DEVICE,
     Api,
-    Started,
     api_start,
     identified,
     problem,
     settled_by_its_return,
 )
 from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE, SSN, ScriptedBroker
-from tests.flow.conftest import SignalLog
+from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
@@ -97,7 +102,6 @@ def test_a_pending_identification(api: Api, broker: ScriptedBroker) -> None:
     assert abs(created_at - started.row.created_at) < datetime.timedelta(milliseconds=1)
 
 
-@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_polling_asks_the_broker_at_most_once_per_settle_interval(
     api: Api, broker: ScriptedBroker
 ) -> None:
@@ -111,7 +115,6 @@ def test_polling_asks_the_broker_at_most_once_per_settle_interval(
     assert broker.status_requests == [started.request_id] * 2
 
 
-@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_polling_from_several_clients_shares_the_interval(
     api: Api, broker: ScriptedBroker, alice: Any
 ) -> None:
@@ -123,9 +126,8 @@ def test_polling_from_several_clients_shares_the_interval(
     assert broker.status_requests == [started.request_id]
 
 
-@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_a_success_on_the_starting_device_is_settled_by_a_poll(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: Any
+    api: Api, broker: ScriptedBroker, signals: Signals, alice: Any
 ) -> None:
     started = api_start(api, broker)
     identified(broker, started, SAME_DEVICE)
@@ -151,18 +153,18 @@ def test_a_success_on_the_starting_device_is_settled_by_a_poll(
     assert verified_at is not None
     assert abs(verified_at - row.completed_at) < datetime.timedelta(milliseconds=1)
     assert body["completed_at"] == identity["verified_at"]
-    succeeded = signal_log.of("identification_succeeded")
+    succeeded = signals.of("identification_succeeded")
     assert len(succeeded) == 1
     assert succeeded[0]["request"].user == alice
     # The browser's one-time state is used up: a replayed return changes nothing.
     assert started.reference not in api.client.session["django_eid_pending"]
     api.client.get(started.success_url())
-    assert len(signal_log.of("identification_succeeded")) == 1
+    assert len(signals.of("identification_succeeded")) == 1
 
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_success_on_another_device_stays_pending(
-    api: Api, broker: ScriptedBroker, signal_log: SignalLog
+    broker_api: str, api: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(api, broker)
     identified(broker, started, OTHER_DEVICE)
@@ -175,10 +177,9 @@ def test_a_success_on_another_device_stays_pending(
     row = started.refresh()
     assert (row.status, row.name) == (Status.PENDING, "")
     assert broker.retrieve_requests == [started.request_id]  # fetched once, not again
-    assert signal_log.names == ["identification_started"]
+    assert signals.names == ["identification_started"]
 
 
-@pytest.mark.apis("v1", reason="v1's statuses")
 @pytest.mark.parametrize(
     ("fail", "status", "code"),
     [
@@ -198,7 +199,6 @@ def test_an_unsuccessful_session_is_settled_as_it_ended(
     assert "reason" not in body["outcome"]
 
 
-@pytest.mark.apis("v1", reason="v1's status call (the successors have none)")
 def test_an_expired_identification(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
@@ -281,11 +281,12 @@ def raw_bodies(api: Api, reference: str) -> list[bytes]:
 
 
 def test_the_national_identity_number_is_never_answered(
-    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
+    broker_api: str, api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = verified(api, broker)
-    assert started.refresh().social_security_number == SSN  # stored, but not answered
+    # Asked for and stored from each broker API's record, but not answered.
+    assert started.refresh().social_security_number == SSN
     for raw in raw_bodies(api, started.reference):
         assert SSN.encode() not in raw
         assert SSN[:6].encode() not in raw  # nor the birth date part
@@ -321,7 +322,6 @@ def test_an_unknown_number_is_null_when_exposed(
     )
 
 
-@pytest.mark.apis("v1", reason="v1's Name")
 def test_a_number_under_a_removed_key_is_null_when_exposed(
     api: Api, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:

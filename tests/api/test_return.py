@@ -1,5 +1,10 @@
 """``api-return``: a mobile app (token authentication) finishes the identification from the
-return the broker sent to a browser without its session, forwarded to the front end."""
+return the broker sent to a browser without its session, forwarded to the front end.
+
+The return, the ids it carries and how they are read, and the broker's answers while it is
+finished are each broker API's (``broker_api``); the body's rules, who may finish, and
+forwarding run once, against v1 (whose Error URL carries the broker's code).
+"""
 
 from __future__ import annotations
 
@@ -23,13 +28,15 @@ from tests.api.conftest import (
     TOKEN_AUTH,
     UA,
     Api,
-    Started,
+    aborted,
     api_start,
     fields_of,
+    front_end,
     identified,
     problem,
     query_of,
     token_client,
+    with_login_required,
 )
 from tests.fixtures_broker import (
     CODE_IS_SPENT,
@@ -41,8 +48,7 @@ from tests.fixtures_broker import (
     ScriptedBroker,
     expected,
 )
-from tests.fixtures_views import logged_in
-from tests.flow.conftest import SignalLog
+from tests.fixtures_views import Signals, Started, logged_in
 
 pytestmark = pytest.mark.django_db
 
@@ -98,7 +104,7 @@ def returned_ids(started: Started) -> dict[str, list[str]]:
 
 # -- the whole way -----------------------------------------------------------------------------
 def test_the_app_finishes_an_identification_made_on_another_device(
-    app: Api, broker: ScriptedBroker, signal_log: SignalLog, alice: Any
+    broker_api: str, app: Api, broker: ScriptedBroker, signals: Signals, alice: Any
 ) -> None:
     started = api_start(app, broker)
     row = started.row
@@ -106,7 +112,7 @@ def test_the_app_finishes_an_identification_made_on_another_device(
     # The person identified in the BankID app; the return opened in the system browser.
     url = forwarded(identified(broker, started, OTHER_DEVICE))
     parts = urlsplit(url)
-    success = urlsplit(FRONTEND["success"].replace("{reference}", started.reference))
+    success = urlsplit(front_end("success", started))
     assert (parts.scheme, parts.netloc, parts.path) == (
         success.scheme,
         success.netloc,
@@ -124,7 +130,7 @@ def test_the_app_finishes_an_identification_made_on_another_device(
     assert SSN.encode() not in response.content
     assert "no-store" in response["Cache-Control"]
     assert started.refresh().status == Status.SUCCESS
-    succeeded = signal_log.of("identification_succeeded")
+    succeeded = signals.of("identification_succeeded")
     assert len(succeeded) == 1
     assert succeeded[0]["request"].user == alice
     # Asked again (a retry of the app): the same answer, nothing fetched or sent again.
@@ -132,7 +138,7 @@ def test_the_app_finishes_an_identification_made_on_another_device(
     again = app.finish(started.reference, "?" + parts.query)
     assert again.json() == body
     assert len(broker.retrieve_requests) == retrieved
-    assert len(signal_log.of("identification_succeeded")) == 1
+    assert len(signals.of("identification_succeeded")) == 1
     assert app.identification(started.reference).json() == body
 
 
@@ -153,29 +159,26 @@ def test_a_return_in_the_iframe_leaves_the_frame(app: Api, broker: ScriptedBroke
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_abort_forwarded_to_the_front_end_is_finished_there(
-    app: Api, broker: ScriptedBroker
+    broker_api: str, app: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(app, broker)
-    broker.broker.open(started.request_id)
-    broker.broker.abort(started.request_id)
-    url = forwarded(started.abort_url())
+    url = forwarded(aborted(broker, started))
     # The broker's status already said it ended: settled there, the front end's abort URL.
-    assert url == FRONTEND["abort"].replace("{reference}", started.reference)
+    assert url == front_end("abort", started)
     assert started.refresh().status == Status.ABORTED
     body = app.finish(started.reference, ids_query(started, "abort")).json()
     assert body["status"] == "ABORTED"
 
 
 def test_an_abort_return_finishes_a_pending_identification(
-    app: Api, broker: ScriptedBroker, signal_log: SignalLog
+    broker_api: str, app: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(app, broker)
     body = app.finish(started.reference, ids_query(started, "abort")).json()
     assert body["status"] == "ABORTED"
-    assert signal_log.names == ["identification_started", "identification_aborted"]
+    assert signals.names == ["identification_started", "identification_aborted"]
 
 
-@pytest.mark.apis("v1", reason="v1's Error URL carries the code ([0])")
 def test_an_error_return_is_confirmed_by_the_broker_s_record(
     app: Api, broker: ScriptedBroker
 ) -> None:
@@ -189,7 +192,7 @@ def test_an_error_return_is_confirmed_by_the_broker_s_record(
 
 
 # -- refused -------------------------------------------------------------------------------------
-def test_a_wrong_external_id_is_refused(app: Api, broker: ScriptedBroker) -> None:
+def test_a_wrong_external_id_is_refused(broker_api: str, app: Api, broker: ScriptedBroker) -> None:
     started = api_start(app, broker)
     identified(broker, started, OTHER_DEVICE)
     refused = problem(
@@ -203,7 +206,7 @@ def test_a_wrong_external_id_is_refused(app: Api, broker: ScriptedBroker) -> Non
 
 
 @pytest.mark.apis(*REST_APIS, reason=NO_BROKER_IDS)
-def test_a_wrong_request_id_is_refused(app: Api, broker: ScriptedBroker) -> None:
+def test_a_wrong_request_id_is_refused(broker_api: str, app: Api, broker: ScriptedBroker) -> None:
     started = api_start(app, broker)
     problem(
         app.finish(started.reference, ids_query(started, requestId="X" * 200)),
@@ -251,7 +254,7 @@ def test_the_body_of_a_return(
 
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
-def test_the_user_still_at_the_broker(app: Api, broker: ScriptedBroker) -> None:
+def test_the_user_still_at_the_broker(broker_api: str, app: Api, broker: ScriptedBroker) -> None:
     started = api_start(app, broker)
     refused = problem(app.finish(started.reference, ids_query(started)), 409, "in_progress")
     assert refused["message"].startswith("Your identification is not finished yet.")
@@ -278,9 +281,10 @@ def test_the_user_still_at_the_broker(app: Api, broker: ScriptedBroker) -> None:
     ],
 )
 def test_the_broker_failing_on_retrieval_leaves_it_pending(
+    broker_api: str,
     app: Api,
     broker: ScriptedBroker,
-    signal_log: SignalLog,
+    signals: Signals,
     fault: dict[str, Any],
     status: int,
     code: str,
@@ -292,7 +296,7 @@ def test_the_broker_failing_on_retrieval_leaves_it_pending(
     assert started.refresh().status == Status.PENDING
     broker.heal()
     assert app.finish(started.reference, ids_query(started)).json()["status"] == "SUCCESS"
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
 def test_not_configured_any_more(
@@ -314,9 +318,8 @@ def test_another_user_s_token_finds_nothing(app: Api, bob_app: Api, broker: Scri
 
 # -- with the site's session -------------------------------------------------------------------
 def test_with_the_session_only_the_browser_that_started_may_finish(
-    api: Api, broker: ScriptedBroker, alice: Any, eid: Callable[..., None]
+    api: Api, broker: ScriptedBroker, alice: Any, frontend: dict[str, str]
 ) -> None:
-    eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=["app.example.com"])
     started = api_start(api, broker)
     identified(broker, started, OTHER_DEVICE)
     other = Api(Client(HTTP_USER_AGENT=UA))
@@ -330,12 +333,11 @@ def test_with_the_session_only_the_browser_that_started_may_finish(
 
 
 def test_with_the_session_a_return_in_the_starting_browser_needs_no_forwarding(
-    api: Api, broker: ScriptedBroker, eid: Callable[..., None]
+    api: Api, broker: ScriptedBroker, frontend: dict[str, str]
 ) -> None:
-    eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=["app.example.com"])
     started = api_start(api, broker)
     response = api.client.get(identified(broker, started, OTHER_DEVICE))
-    assert response["Location"] == FRONTEND["success"].replace("{reference}", started.reference)
+    assert response["Location"] == front_end("success", started)
     assert started.refresh().status == Status.SUCCESS
 
 
@@ -360,15 +362,15 @@ def test_the_refusals_hold_no_personal_data(app: Api, broker: ScriptedBroker) ->
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_same_device_identification_is_already_finished_when_the_app_asks(
-    app: Api, broker: ScriptedBroker, signal_log: SignalLog
+    broker_api: str, app: Api, broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = api_start(app, broker)
     url = forwarded(identified(broker, started, SAME_DEVICE))
-    assert url == FRONTEND["success"].replace("{reference}", started.reference)
+    assert url == front_end("success", started)
     assert started.refresh().status == Status.SUCCESS
     body = app.finish(started.reference, ids_query(started)).json()
     assert body["status"] == "SUCCESS"
-    assert len(signal_log.of("identification_succeeded")) == 1
+    assert len(signals.of("identification_succeeded")) == 1
 
 
 # -- forwarding ---------------------------------------------------------------------------------
@@ -390,19 +392,18 @@ def test_the_forward_keeps_the_front_end_url_s_own_query_and_fragment(
     assert app.finish(started.reference, parts.query).json()["status"] == "SUCCESS"
 
 
-@pytest.mark.apis("v1", reason="v1's statuses (TIMEOUT is a failure, not an expiry)")
 def test_a_failure_returned_to_another_browser_goes_to_the_front_end_s_error_url(
     app: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(app, broker)
     url = forwarded(started.error_url("TIMEOUT"))
-    assert url == FRONTEND["error"].replace("{reference}", started.reference)
+    assert url == front_end("error", started)
     assert started.refresh().status == Status.ERROR
     assert app.identification(started.reference).json()["outcome"]["code"] == "failed"
 
 
 def test_the_broker_down_during_the_return_still_forwards_it(
-    app: Api, broker: ScriptedBroker
+    broker_api: str, app: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(app, broker)
     success_url = identified(broker, started, SAME_DEVICE)
@@ -416,7 +417,7 @@ def test_the_broker_down_during_the_return_still_forwards_it(
 
 
 def test_a_forged_return_in_another_browser_is_not_forwarded(
-    app: Api, broker: ScriptedBroker
+    broker_api: str, app: Api, broker: ScriptedBroker
 ) -> None:
     started = api_start(app, broker)
     identified(broker, started, OTHER_DEVICE)
@@ -459,7 +460,7 @@ def almost(secret: str) -> str:
 
 
 def test_the_owner_s_token_without_the_start_s_secret_cannot_finish(
-    app: Api, broker: ScriptedBroker, eid: Callable[..., None], signal_log: SignalLog
+    app: Api, broker: ScriptedBroker, eid: Callable[..., None], signals: Signals
 ) -> None:
     """The relay: the owner starts in his app and gets somebody else to identify at the
     broker's ``url`` on her phone; her browser is forwarded with the ids. Holding that URL
@@ -475,7 +476,7 @@ def test_the_owner_s_token_without_the_start_s_secret_cannot_finish(
         assert "identity" not in refused
     assert started.refresh().status == Status.PENDING
     assert broker.retrieve_requests == []
-    assert signal_log.of("identification_succeeded") == []
+    assert signals.of("identification_succeeded") == []
     # The front end that started still finishes it.
     assert app.finish(started.reference, query).json()["status"] == "SUCCESS"
 
@@ -513,10 +514,7 @@ def test_login_required_middleware_does_not_stop_the_return_in_another_browser(
     app: Api, broker: ScriptedBroker, settings: Any
 ) -> None:
     """The phone's browser has no session: the return URL must still reach the front end."""
-    settings.MIDDLEWARE = [
-        *settings.MIDDLEWARE,
-        "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    ]
+    with_login_required(settings)
     started = api_start(app, broker)
     url = forwarded(identified(broker, started, OTHER_DEVICE))
     assert urlsplit(url).netloc == urlsplit(FRONTEND["success"]).netloc

@@ -1,4 +1,9 @@
-"""``manage.py eid_reconcile``: pending identifications whose browser never came back."""
+"""``manage.py eid_reconcile``: pending identifications whose browser never came back.
+
+How each ending is read from the broker, and the broker's failures at its first call, are
+each REST API's (``broker_api``: with OpenID Connect there is no session to ask); the
+command's batches, leases, options and output, once, against v1.
+"""
 
 from __future__ import annotations
 
@@ -31,12 +36,7 @@ from tests.fixtures_broker import (
     ScriptedBroker,
     reply,
 )
-from tests.fixtures_views import (
-    SignalRecorder,
-    Started,
-    logged_in,
-    start_session,
-)
+from tests.fixtures_views import Signals, Started, logged_in, start_session
 
 pytestmark = pytest.mark.django_db
 
@@ -45,11 +45,6 @@ def first_call() -> Endpoint:
     """The broker call reconciling a row asks first: v1's status call; the successors,
     which have none, the record."""
     return "status" if eid_settings.BROKER_API == "v1" else "retrieve"
-
-
-@pytest.fixture(autouse=True)
-def _each_api(broker_api: str) -> str:
-    return broker_api
 
 
 Status = Identification.Status
@@ -90,7 +85,7 @@ def statuses(*started: Started) -> list[str]:
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_each_kind_of_ending_is_settled(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
+    broker_api: str, begin: Callable[..., Started], broker: ScriptedBroker, signals: Signals
 ) -> None:
     same, other, aborted, failed, timed_out, waiting = (begin() for _ in range(6))
     identified(broker, same, **SAME_DEVICE)
@@ -112,16 +107,15 @@ def test_each_kind_of_ending_is_settled(
         r"1 pending, 1 succeeded; [0-9.]+ ms per row\.\n",
         out,
     ), out
-    succeeded = [s for s in signals.sent if s.name == "identification_succeeded"]
-    assert [s.kwargs["identification"].pk for s in succeeded] == [same.pk]
-    assert succeeded[0].kwargs["request"] is None
+    succeeded = signals.of("identification_succeeded")
+    assert [s["identification"].pk for s in succeeded] == [same.pk]
+    assert succeeded[0]["request"] is None
     assert same.refresh().first_name == SAMPLE.first_name
     assert other.refresh().first_name == ""
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_it_is_idempotent(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
+    begin: Callable[..., Started], broker: ScriptedBroker, signals: Signals
 ) -> None:
     started = begin()
     identified(broker, started, **SAME_DEVICE)
@@ -132,7 +126,6 @@ def test_it_is_idempotent(
     assert started.refresh().status == Status.SUCCESS
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_young_rows_are_left_to_their_callback(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -164,7 +157,6 @@ def test_dry_run_asks_nothing_and_changes_nothing(
     assert started.refresh().status == Status.PENDING
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_batches_and_limit(begin: Callable[..., Started], broker: ScriptedBroker) -> None:
     rows = [begin() for _ in range(5)]
     for started in rows:
@@ -177,7 +169,6 @@ def test_batches_and_limit(begin: Callable[..., Started], broker: ScriptedBroker
     assert statuses(*rows) == [Status.ABORTED] * 5
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_another_run_holds_is_skipped(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -197,7 +188,7 @@ def test_a_row_another_run_holds_is_skipped(
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_broker_failure_stops_with_an_error_and_frees_the_rows(
-    begin: Callable[..., Started], broker: ScriptedBroker
+    broker_api: str, begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
     first, second = begin(), begin()
     broker.fail_next(first_call(), 500, times=None)
@@ -209,7 +200,6 @@ def test_a_broker_failure_stops_with_an_error_and_frees_the_rows(
     assert list(Identification.objects.values_list("claimed_until", flat=True)) == [None, None]
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_unconfigured_site_stops_with_an_error(
     begin: Callable[..., Started], eid: Callable[..., None]
 ) -> None:
@@ -236,7 +226,6 @@ def test_bad_options_are_refused(options: list[str]) -> None:
         reconcile(*options)
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_the_callback_after_a_reconcile_replays_the_destination(
     begin: Callable[..., Started], broker: ScriptedBroker, alice: Any
 ) -> None:
@@ -264,7 +253,7 @@ def about(delay: datetime.timedelta) -> Callable[[datetime.timedelta], bool]:
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_session_the_broker_no_longer_knows_expires_and_blocks_nothing(
-    begin: Callable[..., Started], broker: ScriptedBroker, eid: Callable[..., None]
+    broker_api: str, begin: Callable[..., Started], broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     # The oldest row is one the broker purged (or a sandbox restart, a BASE_URL switch):
     # it answers 404 for it. It comes first in every run.
@@ -309,6 +298,7 @@ def test_a_session_the_broker_no_longer_knows_expires_and_blocks_nothing(
     ],
 )
 def test_a_row_the_broker_refuses_is_logged_counted_left_alone_and_the_run_goes_on(
+    broker_api: str,
     begin: Callable[..., Started],
     broker: ScriptedBroker,
     caplog: pytest.LogCaptureFixture,
@@ -335,7 +325,6 @@ def test_a_row_the_broker_refuses_is_logged_counted_left_alone_and_the_run_goes_
     assert len(broker.status_requests) == asked  # not retried by the very next runs
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_goes_on(
     begin: Callable[..., Started],
     broker: ScriptedBroker,
@@ -368,7 +357,7 @@ def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_go
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_an_unreachable_broker_stops_the_run_and_frees_the_rows_not_asked_about(
-    begin: Callable[..., Started], broker: ScriptedBroker
+    broker_api: str, begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
     first, second, third = begin(minutes_ago=10), begin(minutes_ago=9), begin()
     broker.broker.abort(first.request_id)
@@ -385,7 +374,7 @@ def test_an_unreachable_broker_stops_the_run_and_frees_the_rows_not_asked_about(
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 @pytest.mark.parametrize("refusal", ["token", "api-401"])
 def test_refused_credentials_stop_the_run(
-    begin: Callable[..., Started], broker: ScriptedBroker, refusal: str
+    broker_api: str, begin: Callable[..., Started], broker: ScriptedBroker, refusal: str
 ) -> None:
     first, second = begin(minutes_ago=10), begin()
     if refusal == "token":
@@ -399,7 +388,6 @@ def test_refused_credentials_stop_the_run(
 
 
 # -- leases (B2, B3) --------------------------------------------------------------------------
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interval(
     begin: Callable[..., Started], broker: ScriptedBroker
 ) -> None:
@@ -418,9 +406,8 @@ def test_a_row_still_at_the_broker_is_asked_again_only_after_the_recheck_interva
     assert "1 aborted, 1 other_device" in reconcile()
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_lease(
-    begin: Callable[..., Started], broker: ScriptedBroker, signals: SignalRecorder
+    begin: Callable[..., Started], broker: ScriptedBroker, signals: Signals
 ) -> None:
     first, taken, last = begin(minutes_ago=10), begin(minutes_ago=9), begin()
     for started in (first, taken, last):
@@ -447,7 +434,6 @@ def test_a_row_whose_lease_the_run_lost_is_skipped_and_keeps_the_other_runs_leas
     assert taken.request_id not in broker.status_requests
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_run_that_read_stale_candidates_takes_no_row_another_run_holds(
     begin: Callable[..., Started], broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
