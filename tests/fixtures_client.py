@@ -1,15 +1,15 @@
-"""Fixtures and helpers shared by the broker-client tests.
+"""Constants and helpers shared by the broker-client tests, and ``no_backoff``.
 
-Import the fixtures a module needs (``from tests.fixtures_client import broker, ...``);
-caches and the shared client are reset around every test by ``tests/conftest.py``. The
-broker is mocked with ``responses`` only.
+The broker's URLs are mocked with ``responses`` by the root fixture ``wire``
+(``tests/conftest.py``), on which :func:`add_token`, :func:`token_calls` and
+:func:`api_calls` work; caches and the shared client are reset around every test there
+too. A module that wants :func:`no_backoff` imports it (``tests/client/conftest.py`` does).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any, TypeAlias
 
 import pytest
@@ -102,13 +102,6 @@ def api_calls(rsps: responses.RequestsMock) -> list[Any]:
 
 def json_body(call: Any) -> Any:
     return json.loads(call.request.body)
-
-
-@pytest.fixture
-def broker() -> Iterator[responses.RequestsMock]:
-    """The mocked broker; every test registers what it answers."""
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        yield rsps
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import responses
 
-from django_eid.client import EidClient, ReturnUrls
+from django_eid.client import EidClient
 from django_eid.exceptions import (
     EidApiError,
     EidProtocolError,
@@ -15,9 +15,8 @@ from django_eid.exceptions import (
     InvalidScope,
     TokenError,
 )
-from tests import fixtures_client
+from tests.client.conftest import create, get
 from tests.fixtures_client import (
-    REQUEST_ID,
     SECRET,
     SESSION_URL,
     TOKEN_URL,
@@ -27,20 +26,8 @@ from tests.fixtures_client import (
     eid_settings_with,
 )
 
-broker = fixtures_client.broker
-
-URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")
-CREATED = {"Url": "https://id.broker.test/start", "RequestId": "r1"}
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzY29wZSI6WyJpZGVudGlmeSJdfQ.c2lnbmF0dXJl"
 SSN = "31127112345"
-
-
-def get(client: EidClient | None = None) -> Any:
-    return (client or EidClient()).get_session(REQUEST_ID)
-
-
-def create(client: EidClient | None = None) -> Any:
-    return (client or EidClient()).create_session(return_urls=URLS, external_reference="ref")
 
 
 # -- error bodies of the API -----------------------------------------------------------
@@ -70,15 +57,15 @@ API_BODIES: list[tuple[int, dict[str, Any], str | None]] = [
 @pytest.mark.parametrize(("status", "answer", "shown"), API_BODIES)
 @pytest.mark.parametrize("call", [get, create])
 def test_error_bodies_become_api_errors(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
     status: int,
     answer: dict[str, Any],
     shown: str | None,
     call: Any,
 ) -> None:
-    add_token(broker)
+    add_token(wire)
     method = responses.GET if call is get else responses.POST
-    broker.add(method, SESSION_URL, status=status, headers={"X-Request-Id": "brk-42"}, **answer)
+    wire.add(method, SESSION_URL, status=status, headers={"X-Request-Id": "brk-42"}, **answer)
     with pytest.raises(EidApiError) as info:
         call()
     err = info.value
@@ -107,10 +94,10 @@ def test_error_bodies_become_api_errors(
     ],
 )
 def test_the_broker_request_id_header(
-    broker: responses.RequestsMock, headers: dict[str, str], named: str | None
+    wire: responses.RequestsMock, headers: dict[str, str], named: str | None
 ) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=404, headers=headers, json={"code": "NF"})
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=404, headers=headers, json={"code": "NF"})
     with pytest.raises(EidApiError) as info:
         get()
     assert info.value.broker_request_id == named
@@ -129,11 +116,11 @@ def test_the_broker_request_id_header(
     ],
 )
 def test_a_2xx_that_is_not_the_contract_is_a_protocol_error(
-    broker: responses.RequestsMock, answer: dict[str, Any]
+    wire: responses.RequestsMock, answer: dict[str, Any]
 ) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, **answer)
-    broker.add(responses.POST, SESSION_URL, status=201, **answer)
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, **answer)
+    wire.add(responses.POST, SESSION_URL, status=201, **answer)
     with pytest.raises(EidProtocolError, match=f"GET {SESSION_URL}"):
         get()
     with pytest.raises(EidProtocolError, match=f"POST {SESSION_URL}"):
@@ -160,13 +147,13 @@ def test_a_2xx_that_is_not_the_contract_is_a_protocol_error(
     ],
 )  # fmt: skip
 def test_token_errors(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
     status: int,
     answer: dict[str, Any],
     cls: type,
     error: str | None,
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, status=status, **answer)
+    wire.add(responses.POST, TOKEN_URL, status=status, **answer)
     with pytest.raises(TokenError) as info:
         EidClient().fetch_token()
     assert type(info.value) is cls
@@ -176,13 +163,13 @@ def test_token_errors(
 
 
 def test_invalid_scope_names_the_scopes(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_file"])
-    broker.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
+    wire.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
     with pytest.raises(InvalidScope, match="identify document_file"):
         get()
-    assert api_calls(broker) == []
+    assert api_calls(wire) == []
 
 
 @pytest.mark.parametrize(
@@ -204,9 +191,9 @@ def test_invalid_scope_names_the_scopes(
     ],
 )
 def test_a_malformed_token_answer_is_a_protocol_error(
-    broker: responses.RequestsMock, body: Any
+    wire: responses.RequestsMock, body: Any
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, json=body)
+    wire.add(responses.POST, TOKEN_URL, json=body)
     with pytest.raises(EidProtocolError, match=f"POST {TOKEN_URL}"):
         EidClient().fetch_token()
 
@@ -225,13 +212,13 @@ ECHOES = f"secret {SECRET} token {TOKEN} nin {SSN}"
     ],
 )
 def test_no_message_carries_a_secret_token_or_number(
-    broker: responses.RequestsMock, body: dict[str, Any]
+    wire: responses.RequestsMock, body: dict[str, Any]
 ) -> None:
-    add_token(broker, TOKEN)
-    broker.add(responses.GET, SESSION_URL, status=400, json=body)
+    add_token(wire, TOKEN)
+    wire.add(responses.GET, SESSION_URL, status=400, json=body)
     with pytest.raises(EidApiError) as api_info:
         get()
-    broker.replace(responses.POST, TOKEN_URL, status=400, json=body)
+    wire.replace(responses.POST, TOKEN_URL, status=400, json=body)
     with pytest.raises(TokenError) as token_info:
         EidClient().fetch_token()
     for err in (api_info.value, token_info.value):
@@ -250,14 +237,14 @@ OTHER_ECHOES = (
 
 
 def test_no_message_or_kept_body_carries_any_form_of_a_number_or_credential(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
 ) -> None:
     body = {"message": OTHER_ECHOES, "details": {"person": f"{SSN}", "ssn": "31 12 71"}}
-    add_token(broker, TOKEN)
-    broker.add(responses.GET, SESSION_URL, status=400, json=body, headers={"X-Request-Id": SSN})
+    add_token(wire, TOKEN)
+    wire.add(responses.GET, SESSION_URL, status=400, json=body, headers={"X-Request-Id": SSN})
     with pytest.raises(EidApiError) as api_info:
         get()
-    broker.replace(
+    wire.replace(
         responses.POST,
         TOKEN_URL,
         status=400,

@@ -11,9 +11,8 @@ import requests
 import responses
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from django_eid.client import EidClient, ReturnUrls
 from django_eid.exceptions import EidError, EidProtocolError, EidUnavailable
-from tests import fixtures_client
+from tests.client.conftest import CREATED, create, get
 from tests.fixtures_client import (
     RECORD,
     REQUEST_ID,
@@ -25,20 +24,6 @@ from tests.fixtures_client import (
     eid_settings_with,
     token_calls,
 )
-
-broker = fixtures_client.broker
-no_backoff = fixtures_client.no_backoff
-
-URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")
-CREATED = {"Url": "https://id.broker.test/start", "RequestId": "r1"}
-
-
-def get(client: EidClient | None = None) -> Any:
-    return (client or EidClient()).get_session(REQUEST_ID)
-
-
-def create(client: EidClient | None = None) -> Any:
-    return (client or EidClient()).create_session(return_urls=URLS, external_reference="ref")
 
 
 def refused_connection() -> requests.ConnectionError:
@@ -52,14 +37,14 @@ def refused_connection() -> requests.ConnectionError:
 
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
 def test_get_is_retried_twice_on_busy_statuses(
-    broker: responses.RequestsMock, no_backoff: list[float], status: int
+    wire: responses.RequestsMock, no_backoff: list[float], status: int
 ) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=status, body="busy")
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=status, body="busy")
     with pytest.raises(EidUnavailable) as info:
         get()
     assert info.value.status_code == status
-    assert len(api_calls(broker)) == 3
+    assert len(api_calls(wire)) == 3
     assert len(no_backoff) == 2
     assert str(status) in str(info.value)
     assert "3 attempt(s)" in str(info.value)
@@ -69,35 +54,29 @@ def test_get_is_retried_twice_on_busy_statuses(
     "exc", [requests.ConnectionError("reset"), requests.ReadTimeout(), requests.ConnectTimeout()]
 )
 def test_get_is_retried_twice_on_connection_failures(
-    broker: responses.RequestsMock, no_backoff: list[float], exc: Exception
+    wire: responses.RequestsMock, no_backoff: list[float], exc: Exception
 ) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, body=exc)
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, body=exc)
     with pytest.raises(EidUnavailable) as info:
         get()
-    assert len(api_calls(broker)) == 3
+    assert len(api_calls(wire)) == 3
     assert info.value.status_code is None
     assert SESSION_URL in str(info.value)
 
 
-def test_get_succeeds_after_a_retry(
-    broker: responses.RequestsMock, no_backoff: list[float]
-) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=503)
-    broker.add(responses.GET, SESSION_URL, body=requests.ConnectionError("reset"))
-    broker.add(responses.GET, SESSION_URL, json=RECORD)
+def test_get_succeeds_after_a_retry(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=503)
+    wire.add(responses.GET, SESSION_URL, body=requests.ConnectionError("reset"))
+    wire.add(responses.GET, SESSION_URL, json=RECORD)
     assert get().request_id == REQUEST_ID
-    assert len(api_calls(broker)) == 3
+    assert len(api_calls(wire)) == 3
 
 
-def test_backoff_is_short_and_exponential(
-    broker: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch, real_backoff: None
-) -> None:
-    slept: list[float] = []
-    monkeypatch.setattr("django_eid.transport.time.sleep", slept.append)
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=502)
+def test_backoff_is_short_and_exponential(wire: responses.RequestsMock, slept: list[float]) -> None:
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=502)
     with pytest.raises(EidUnavailable):
         get()
     assert slept == [0.2, 0.4]
@@ -105,56 +84,56 @@ def test_backoff_is_short_and_exponential(
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 500])
 def test_other_statuses_are_not_retried(
-    broker: responses.RequestsMock, no_backoff: list[float], status: int
+    wire: responses.RequestsMock, no_backoff: list[float], status: int
 ) -> None:
-    add_token(broker)
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=status, json={"message": "no"})
+    add_token(wire)
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=status, json={"message": "no"})
     with pytest.raises(EidError):
         get()
-    assert len(api_calls(broker)) == (2 if status == 401 else 1)
+    assert len(api_calls(wire)) == (2 if status == 401 else 1)
     assert no_backoff == []
 
 
-def test_retry_after_is_honoured(broker: responses.RequestsMock, no_backoff: list[float]) -> None:
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=429, headers={"Retry-After": "3"})
-    broker.add(responses.GET, SESSION_URL, json=RECORD)
+def test_retry_after_is_honoured(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=429, headers={"Retry-After": "3"})
+    wire.add(responses.GET, SESSION_URL, json=RECORD)
     get()
     assert no_backoff == [3.0]
 
 
-def test_retry_after_as_a_date(broker: responses.RequestsMock, no_backoff: list[float]) -> None:
-    add_token(broker)
+def test_retry_after_as_a_date(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+    add_token(wire)
     when = formatdate(time.time() + 4, usegmt=True)
-    broker.add(responses.GET, SESSION_URL, status=503, headers={"Retry-After": when})
-    broker.add(responses.GET, SESSION_URL, json=RECORD)
+    wire.add(responses.GET, SESSION_URL, status=503, headers={"Retry-After": when})
+    wire.add(responses.GET, SESSION_URL, json=RECORD)
     get()
     assert 2 < no_backoff[0] <= 4
 
 
 def test_retry_after_beyond_the_timeout_is_not_waited_for(
-    settings: SettingsWrapper, broker: responses.RequestsMock, no_backoff: list[float]
+    settings: SettingsWrapper, wire: responses.RequestsMock, no_backoff: list[float]
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(TIMEOUT=5)
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, status=503, headers={"Retry-After": "120"})
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, status=503, headers={"Retry-After": "120"})
     with pytest.raises(EidUnavailable) as info:
         get()
-    assert len(api_calls(broker)) == 1
+    assert len(api_calls(wire)) == 1
     assert no_backoff == []
     assert info.value.status_code == 503
     assert "503" in str(info.value)
 
 
 def test_the_token_request_is_retried_too(
-    broker: responses.RequestsMock, no_backoff: list[float]
+    wire: responses.RequestsMock, no_backoff: list[float]
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, status=503)
-    add_token(broker)
-    broker.add(responses.GET, SESSION_URL, json=RECORD)
+    wire.add(responses.POST, TOKEN_URL, status=503)
+    add_token(wire)
+    wire.add(responses.GET, SESSION_URL, json=RECORD)
     get()
-    assert len(token_calls(broker)) == 2
+    assert len(token_calls(wire)) == 2
 
 
 # -- the POST that creates a session ----------------------------------------------
@@ -171,36 +150,36 @@ def test_the_token_request_is_retried_too(
     ],
 )
 def test_create_is_not_retried_once_the_broker_may_have_it(
-    broker: responses.RequestsMock, no_backoff: list[float], answer: dict[str, Any]
+    wire: responses.RequestsMock, no_backoff: list[float], answer: dict[str, Any]
 ) -> None:
-    add_token(broker)
-    broker.add(responses.POST, SESSION_URL, **answer)
+    add_token(wire)
+    wire.add(responses.POST, SESSION_URL, **answer)
     with pytest.raises(EidUnavailable):
         create()
-    assert len(api_calls(broker)) == 1
+    assert len(api_calls(wire)) == 1
     assert no_backoff == []
 
 
 @pytest.mark.parametrize("failure", [requests.ConnectTimeout, refused_connection])
 def test_create_is_retried_when_the_connection_was_never_made(
-    broker: responses.RequestsMock, no_backoff: list[float], failure: Any
+    wire: responses.RequestsMock, no_backoff: list[float], failure: Any
 ) -> None:
-    add_token(broker)
-    broker.add(responses.POST, SESSION_URL, body=failure())
-    broker.add(responses.POST, SESSION_URL, body=failure())
-    broker.add(responses.POST, SESSION_URL, json=CREATED)
+    add_token(wire)
+    wire.add(responses.POST, SESSION_URL, body=failure())
+    wire.add(responses.POST, SESSION_URL, body=failure())
+    wire.add(responses.POST, SESSION_URL, json=CREATED)
     assert create().request_id == "r1"
-    assert len(api_calls(broker)) == 3
+    assert len(api_calls(wire)) == 3
 
 
 def test_create_gives_up_after_two_retries(
-    broker: responses.RequestsMock, no_backoff: list[float]
+    wire: responses.RequestsMock, no_backoff: list[float]
 ) -> None:
-    add_token(broker)
-    broker.add(responses.POST, SESSION_URL, body=requests.ConnectTimeout())
+    add_token(wire)
+    wire.add(responses.POST, SESSION_URL, body=requests.ConnectTimeout())
     with pytest.raises(EidUnavailable, match="3 attempt"):
         create()
-    assert len(api_calls(broker)) == 3
+    assert len(api_calls(wire)) == 3
 
 
 # -- redirects and sizes ------------------------------------------------------------
@@ -216,28 +195,28 @@ def test_create_gives_up_after_two_retries(
 )
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_redirects_are_not_followed(
-    broker: responses.RequestsMock, method: str, url: str, call: Any, status: int
+    wire: responses.RequestsMock, method: str, url: str, call: Any, status: int
 ) -> None:
     elsewhere = "https://evil.test/collect"
     if url != TOKEN_URL:
-        add_token(broker)
-    broker.add(method, url, status=status, headers={"Location": elsewhere})
-    broker.add(responses.GET, elsewhere, json=RECORD)
-    broker.add(responses.POST, elsewhere, json=CREATED)
+        add_token(wire)
+    wire.add(method, url, status=status, headers={"Location": elsewhere})
+    wire.add(responses.GET, elsewhere, json=RECORD)
+    wire.add(responses.POST, elsewhere, json=CREATED)
     with pytest.raises(EidProtocolError, match=str(status)):
         call()
-    assert [c for c in broker.calls if c.request.url.startswith(elsewhere)] == []
-    assert len([c for c in broker.calls if c.request.url.startswith(url)]) == 1
+    assert [c for c in wire.calls if c.request.url.startswith(elsewhere)] == []
+    assert len([c for c in wire.calls if c.request.url.startswith(url)]) == 1
 
 
 @pytest.mark.parametrize("declared", [True, False])
 def test_an_answer_over_the_size_cap_is_refused(
-    settings: SettingsWrapper, broker: responses.RequestsMock, declared: bool
+    settings: SettingsWrapper, wire: responses.RequestsMock, declared: bool
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(MAX_RESPONSE_BYTES=1000)
-    add_token(broker)
+    add_token(wire)
     body = b'{"RequestId": "' + b"x" * 100_000 + b'"}'
-    broker.add(
+    wire.add(
         responses.GET,
         SESSION_URL,
         body=body,
@@ -246,16 +225,16 @@ def test_an_answer_over_the_size_cap_is_refused(
     )
     with pytest.raises(EidProtocolError, match="over 1000 bytes"):
         get()
-    assert len(api_calls(broker)) == 1
+    assert len(api_calls(wire)) == 1
 
 
 def test_an_answer_at_the_size_cap_is_read(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     record = b'{"RequestId": "' + REQUEST_ID.encode() + b'"'
     body = record + b" " * (99 - len(record)) + b"}"  # padded with JSON whitespace
     assert len(body) == 100
     settings.DJANGO_EID = eid_settings_with(MAX_RESPONSE_BYTES=100)
-    broker.add(responses.POST, TOKEN_URL, json={"access_token": "t", "expires_in": 60})
-    broker.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
+    wire.add(responses.POST, TOKEN_URL, json={"access_token": "t", "expires_in": 60})
+    wire.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
     assert get().request_id == REQUEST_ID

@@ -5,6 +5,13 @@ byte well within a read timeout), one that never answers, or one whose retries w
 past it, all end in :class:`EidUnavailable` at ``TIMEOUT``. The server is a raw socket
 server in this process, so it can send a status line, headers and bodies as slowly as it
 likes; ``responses`` cannot play any of this.
+
+``TIMEOUT`` is a fifth of a second here, so that a test waits no longer than that, and
+every other interval is scaled to it: a byte of a trickled answer every 20 ms, an answer
+that would take 2 s if nothing cut it. Where what matters is the time a request is given
+rather than when it ends (the time left of its call, not a ``TIMEOUT`` of its own), the
+test reads the timeouts the transport passes ``requests`` (:class:`TimedClient`): a
+margin of a few hundredths of a second is no proof on a loaded machine.
 """
 
 from __future__ import annotations
@@ -22,18 +29,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 
+from django_eid import deadline
 from django_eid.client import EidClient
 from django_eid.exceptions import EidUnavailable
 from tests.fixtures_client import RECORD, REQUEST_ID, SECRET, SettingsWrapper
 
-TIMEOUT = 1.0
-#: Slack over TIMEOUT for a call cut at its deadline (a loaded 2-core machine included).
-SLACK = 1.5
+TIMEOUT = 0.2
+#: Slack over TIMEOUT for a call cut at its deadline (a loaded 2-core machine included);
+#: a call cut in time ends at TIMEOUT, so the slack costs nothing unless the cut fails.
+SLACK = 1.0
 #: Seconds between two bytes of a trickled answer: each one well within a read timeout.
-TRICKLE = 0.2
-#: Bytes trickled: 8 s, far past TIMEOUT + SLACK, if nothing cuts the call.
-TRICKLED = 40
+TRICKLE = 0.02
+#: Bytes trickled: 2 s, far past TIMEOUT + SLACK, if nothing cuts the call.
+TRICKLED = 100
 TOKEN_PATH = "/auth/oauth/connect/token"
 SESSION_PATH = "/api/identification/session"
 
@@ -178,6 +188,26 @@ TRICKLED_HEADERS = trickle(
 # -- fixtures and helpers --------------------------------------------------------------
 
 
+class TimedClient(EidClient):
+    """The client, recording the timeout of every request it sends: ``(method, path,
+    seconds)``, the time left of the call it is part of."""
+
+    def create_http_session(self) -> requests.Session:
+        http = super().create_http_session()
+        self.timeouts: list[tuple[str, str, float]] = []
+        send = http.request
+
+        def request(method: str, url: str, **kwargs: Any) -> requests.Response:
+            self.timeouts.append((method, urlsplit(url).path, kwargs["timeout"]))
+            return send(method, url, **kwargs)
+
+        http.request = request  # type: ignore[method-assign]
+        return http
+
+    def timeouts_of(self, path: str) -> list[float]:
+        return [seconds for _, at, seconds in self.timeouts if at == path]
+
+
 @pytest.fixture
 def slow_broker(settings: SettingsWrapper) -> Iterator[SlowBroker]:
     server = SlowBroker()
@@ -212,7 +242,7 @@ def assert_cut_at_the_deadline(elapsed: float, err: BaseException | None, what: 
     assert isinstance(err, EidUnavailable), f"{what}: {err!r} after {elapsed:.2f} s"
     assert elapsed < TIMEOUT + SLACK, f"{what} took {elapsed:.2f} s"
     message = str(err)
-    assert "1 s timeout" in message
+    assert f"{TIMEOUT:g} s timeout" in message
     assert SECRET not in message
     assert ACCESS_TOKEN not in message
 
@@ -252,26 +282,34 @@ def test_a_token_answered_too_slowly_ends_the_call_at_the_deadline(
 
 
 def test_the_token_request_spends_the_time_of_the_call(slow_broker: SlowBroker) -> None:
-    # A token in 0.8 s, then a record that never comes: the record's request gets the
-    # 0.2 s left, not a TIMEOUT of its own.
-    slow_broker.on(TOKEN_PATH, send(TOKEN, after=0.8))
+    # A token in half the TIMEOUT, then a record that never comes: the record's request
+    # gets the time left, not a TIMEOUT of its own.
+    slow_broker.on(TOKEN_PATH, send(TOKEN, after=TIMEOUT / 2))
     slow_broker.on(SESSION_PATH, silent)
-    elapsed, err = timed(lambda: EidClient().get_session(REQUEST_ID))
-    assert isinstance(err, EidUnavailable)
-    assert elapsed < TIMEOUT + 0.5, f"token + record took {elapsed:.2f} s"
+    client = TimedClient()
+    elapsed, err = timed(lambda: client.get_session(REQUEST_ID))
+    assert_cut_at_the_deadline(elapsed, err, "get_session (token, then record)")
     assert f"GET {slow_broker.url}{SESSION_PATH}" in str(err)
+    (token_timeout,) = client.timeouts_of(TOKEN_PATH)
+    assert token_timeout <= TIMEOUT
+    # Sent once the token came, TIMEOUT / 2 into the call (if it was sent at all).
+    assert all(seconds <= TIMEOUT / 2 for seconds in client.timeouts_of(SESSION_PATH))
+    client.close()
 
 
 def test_retries_stop_at_the_deadline(slow_broker: SlowBroker) -> None:
-    # A 503 after 0.4 s, then nothing: the retry starts at 0.6 s (backoff 0.2 s) with the
-    # 0.4 s left, and is cut then. Given a TIMEOUT of its own it would end at 1.6 s.
-    busy = send(answer(b"", "503 Service Unavailable"), after=0.4)
+    # A 503 after half the TIMEOUT, then nothing: the retry starts then (no backoff in the
+    # suite) with the half left, and is cut at the deadline, not given a TIMEOUT of its own.
+    busy = send(answer(b"", "503 Service Unavailable"), after=TIMEOUT / 2)
     slow_broker.on(SESSION_PATH, busy, silent)
-    elapsed, err = timed(lambda: EidClient().get_session(REQUEST_ID))
+    client = TimedClient()
+    elapsed, err = timed(lambda: client.get_session(REQUEST_ID))
     assert_cut_at_the_deadline(elapsed, err, "get_session (retried)")
-    assert elapsed < TIMEOUT + 0.35, f"retries took {elapsed:.2f} s"
     assert slow_broker.calls(SESSION_PATH) == 2
     assert "2 attempt(s)" in str(err)
+    first, retry = client.timeouts_of(SESSION_PATH)
+    assert retry <= TIMEOUT / 2 < first
+    client.close()
 
 
 def test_a_create_answered_too_slowly_ends_at_the_deadline(slow_broker: SlowBroker) -> None:
@@ -298,26 +336,34 @@ def test_a_prompt_call_succeeds(slow_broker: SlowBroker) -> None:
     client.close()
 
 
-def test_retries_happen_when_there_is_time(slow_broker: SlowBroker, real_backoff: None) -> None:
+def test_retries_happen_when_there_is_time(
+    slow_broker: SlowBroker, eid: Callable[..., None], slept: list[float]
+) -> None:
+    # The client's own backoff (0.2 s, then 0.4 s), recorded rather than slept, fits in a
+    # TIMEOUT of a second: both retries are made, each after its delay.
+    eid(TIMEOUT=1.0)
     busy = send(answer(b"", "503 Service Unavailable"))
     slow_broker.on(SESSION_PATH, busy, busy, send(RECORD_ANSWER))
-    elapsed, err = timed(lambda: EidClient().get_session(REQUEST_ID))
-    assert err is None
+    assert EidClient().get_session(REQUEST_ID).request_id == REQUEST_ID
     assert slow_broker.calls(SESSION_PATH) == 3
-    assert 0.6 <= elapsed < TIMEOUT  # backoff 0.2 s + 0.4 s, slept for real
+    assert slept == [0.2, 0.4]
 
 
 def test_a_connection_back_in_the_pool_is_not_cut_at_its_last_call_s_deadline(
-    slow_broker: SlowBroker,
+    slow_broker: SlowBroker, eid: Callable[..., None]
 ) -> None:
-    # The first call ends at once; its deadline passes while the second call, on the
-    # same pooled connection, waits 0.9 s for its answer (within its own deadline).
-    slow_broker.on(SESSION_PATH, send(RECORD_ANSWER), send(RECORD_ANSWER, after=0.9))
+    # The first call ends at once, within a deadline of 0.08 s (a shorter outer deadline
+    # holds); that deadline passes while the second call, on the same pooled connection,
+    # waits 0.18 s for its answer, within its own TIMEOUT of 0.3 s.
+    eid(TIMEOUT=0.3)
+    slow_broker.on(SESSION_PATH, send(RECORD_ANSWER), send(RECORD_ANSWER, after=0.18))
     client = EidClient()
-    client.get_session(REQUEST_ID)
-    time.sleep(0.3)
+    client.get_token()
+    with deadline.bounded(0.08):
+        client.get_session(REQUEST_ID)
     elapsed, err = timed(lambda: client.get_session(REQUEST_ID))
     assert err is None, f"{err!r} after {elapsed:.2f} s"
+    assert elapsed >= 0.18
     assert slow_broker.connections == 1
     client.close()
 
@@ -333,9 +379,7 @@ def _open_fds() -> int:
 def test_cut_calls_leave_no_thread_or_socket_behind(
     slow_broker: SlowBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from django_eid import deadline
-
-    monkeypatch.setattr(deadline, "IDLE", 0.3)
+    monkeypatch.setattr(deadline, "IDLE", 0.05)
     slow_broker.on(SESSION_PATH, TRICKLED_BODY)
     client = EidClient()
     client.get_token()

@@ -17,7 +17,6 @@ from django_eid.brokers import ReturnUrls
 from django_eid.client import EidClient
 from django_eid.exceptions import EidProtocolError
 from django_eid.records import CreatedSession
-from tests import fixtures_client
 from tests.fixtures_client import (
     BASIC,
     CLIENT_ID,
@@ -32,8 +31,6 @@ from tests.fixtures_client import (
     eid_settings_with,
     json_body,
 )
-
-broker = fixtures_client.broker
 
 #: django-eid's return URLs, as the flow hands them to the client.
 URLS = ReturnUrls(
@@ -64,11 +61,11 @@ def add_get(rsps: responses.RequestsMock, **kwargs: Any) -> None:
 # -- the token request ------------------------------------------------------------
 
 
-def test_token_request_with_basic_authentication(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1", expires_in=3600)
+def test_token_request_with_basic_authentication(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1", expires_in=3600)
     token = EidClient().fetch_token()
     assert (token.access_token, token.token_type, token.expires_in) == ("tok-1", "Bearer", 3600)
-    (call,) = broker.calls
+    (call,) = wire.calls
     request = call.request
     assert request.method == "POST"
     assert request.url == TOKEN_URL
@@ -79,12 +76,12 @@ def test_token_request_with_basic_authentication(broker: responses.RequestsMock)
 
 
 def test_scopes_are_sent_space_delimited(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_read", "event"])
-    add_token(broker)
+    add_token(wire)
     EidClient().fetch_token()
-    body = broker.calls[0].request.body
+    body = wire.calls[0].request.body
     assert body == "grant_type=client_credentials&scope=identify+document_read+event"
     assert parse_qs(body) == {
         "grant_type": ["client_credentials"],
@@ -93,12 +90,12 @@ def test_scopes_are_sent_space_delimited(
 
 
 def test_post_method_sends_credentials_in_the_form_and_no_authorization_header(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(TOKEN_AUTH_METHOD="post", CLIENT_SECRET="s+/=&%x")
-    add_token(broker)
+    add_token(wire)
     EidClient().fetch_token()
-    request = broker.calls[0].request
+    request = wire.calls[0].request
     assert "Authorization" not in request.headers
     assert parse_qs(request.body) == {
         "grant_type": ["client_credentials"],
@@ -109,36 +106,36 @@ def test_post_method_sends_credentials_in_the_form_and_no_authorization_header(
 
 
 def test_basic_credentials_are_form_encoded_first(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     """RFC 6749 2.3.1: id and secret are form-urlencoded before base64."""
     settings.DJANGO_EID = eid_settings_with(CLIENT_ID="my client", CLIENT_SECRET="a+b/c=d%:é")
-    add_token(broker)
+    add_token(wire)
     EidClient().fetch_token()
-    value = broker.calls[0].request.headers["Authorization"]
+    value = wire.calls[0].request.headers["Authorization"]
     assert value.startswith("Basic ")
     assert base64.b64decode(value[6:]).decode() == "my+client:a%2Bb%2Fc%3Dd%25%3A%C3%A9"
 
 
 def test_netrc_credentials_never_replace_ours(
-    broker: responses.RequestsMock, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    wire: responses.RequestsMock, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     netrc = tmp_path / ".netrc"
     netrc.write_text("machine api.broker.test login intruder password pw\n")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    add_token(broker, "tok-1")
-    add_get(broker)
+    add_token(wire, "tok-1")
+    add_get(wire)
     EidClient().get_session(REQUEST_ID)
-    assert api_calls(broker)[0].request.headers["Authorization"] == "Bearer tok-1"
+    assert api_calls(wire)[0].request.headers["Authorization"] == "Bearer tok-1"
 
 
 @pytest.mark.parametrize("expires_in", [3600, "3600"])
 def test_token_lifetime_may_come_as_digits(
-    broker: responses.RequestsMock, expires_in: object
+    wire: responses.RequestsMock, expires_in: object
 ) -> None:
     body = {"access_token": "t", "expires_in": expires_in, "token_type": "bearer"}
-    broker.add(responses.POST, TOKEN_URL, json=body)
+    wire.add(responses.POST, TOKEN_URL, json=body)
     token = EidClient().fetch_token()
     assert (token.expires_in, token.token_type) == (3600, "Bearer")
 
@@ -147,28 +144,28 @@ def test_token_lifetime_may_come_as_digits(
 
 
 def test_every_call_sends_the_user_agent_and_the_timeout(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(TIMEOUT=4.5)
-    add_token(broker)
-    add_create(broker)
-    add_get(broker)
+    add_token(wire)
+    add_create(wire)
+    add_get(wire)
     client = EidClient()
     client.create_session(return_urls=URLS, external_reference="ref-1")
     client.get_session(REQUEST_ID)
-    assert len(broker.calls) == 3
-    for call in broker.calls:
+    assert len(wire.calls) == 3
+    for call in wire.calls:
         assert call.request.headers["User-Agent"].startswith(f"django-eid/{__version__}")
         # The time left of the call's one deadline: at most TIMEOUT, never unlimited.
         assert 4.0 < call.request.req_kwargs["timeout"] <= 4.5
-    token_call, create_call = broker.calls[0], broker.calls[1]
+    token_call, create_call = wire.calls[0], wire.calls[1]
     # The token request spends the time of the create call it is part of.
     assert create_call.request.req_kwargs["timeout"] < token_call.request.req_kwargs["timeout"]
 
 
-def test_one_http_session_per_client(broker: responses.RequestsMock) -> None:
-    add_token(broker)
-    add_get(broker)
+def test_one_http_session_per_client(wire: responses.RequestsMock) -> None:
+    add_token(wire)
+    add_get(wire)
     client = EidClient()
     http = client.http
     assert isinstance(http, requests.Session)
@@ -189,12 +186,12 @@ def test_a_ca_bundle_can_be_named(settings: SettingsWrapper, tmp_path: Any) -> N
 # -- create a session -------------------------------------------------------------
 
 
-def test_create_session_minimal_body(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1")
-    add_create(broker)
+def test_create_session_minimal_body(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1")
+    add_create(wire)
     created = EidClient().create_session(return_urls=URLS, external_reference="ref-1")
     assert created == CreatedSession(url=CREATED["Url"], request_id=REQUEST_ID)
-    (call,) = api_calls(broker)
+    (call,) = api_calls(wire)
     assert call.request.method == "POST"
     assert call.request.url == SESSION_URL
     assert call.request.headers["Authorization"] == "Bearer tok-1"
@@ -206,9 +203,9 @@ def test_create_session_minimal_body(broker: responses.RequestsMock) -> None:
     }
 
 
-def test_create_session_full_body_is_pascal_case(broker: responses.RequestsMock) -> None:
-    add_token(broker)
-    add_create(broker)
+def test_create_session_full_body_is_pascal_case(wire: responses.RequestsMock) -> None:
+    add_token(wire)
+    add_create(wire)
     EidClient().create_session(
         return_urls=URLS,
         external_reference="6f1c0d7e9b2a4c55a1e3f0b8d2c4e6a8",
@@ -217,7 +214,7 @@ def test_create_session_full_body_is_pascal_case(broker: responses.RequestsMock)
         get_social_security_number=True,
         iframe_domain="shop.example",
     )
-    (call,) = api_calls(broker)
+    (call,) = api_calls(wire)
     assert json_body(call) == {
         "IdentityProvider": "NO_BANKID_WEB",
         "ReturnUrls": SENT_URLS,
@@ -230,11 +227,11 @@ def test_create_session_full_body_is_pascal_case(broker: responses.RequestsMock)
     }
 
 
-def test_placeholders_reach_the_broker_unencoded(broker: responses.RequestsMock) -> None:
-    add_token(broker)
-    add_create(broker)
+def test_placeholders_reach_the_broker_unencoded(wire: responses.RequestsMock) -> None:
+    add_token(wire)
+    add_create(wire)
     EidClient().create_session(return_urls=URLS, external_reference="ref")
-    raw = api_calls(broker)[0].request.body
+    raw = api_calls(wire)[0].request.body
     raw = raw if isinstance(raw, bytes) else raw.encode()
     for placeholder in (b"status=[0]", b"externalId=[2]"):
         assert placeholder in raw
@@ -250,10 +247,10 @@ def test_placeholders_reach_the_broker_unencoded(broker: responses.RequestsMock)
     ],
 )
 def test_create_answer_names_match_case_insensitively(
-    broker: responses.RequestsMock, answer: dict[str, str]
+    wire: responses.RequestsMock, answer: dict[str, str]
 ) -> None:
-    add_token(broker)
-    add_create(broker, json=answer)
+    add_token(wire)
+    add_create(wire, json=answer)
     created = EidClient().create_session(return_urls=URLS, external_reference="ref")
     assert (created.url, created.request_id) == (CREATED["Url"], REQUEST_ID)
 
@@ -261,12 +258,12 @@ def test_create_answer_names_match_case_insensitively(
 # -- retrieve a session -----------------------------------------------------------
 
 
-def test_get_session_encodes_the_request_id(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1")
-    add_get(broker, match=[matchers.query_param_matcher({"requestId": REQUEST_ID})])
+def test_get_session_encodes_the_request_id(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1")
+    add_get(wire, match=[matchers.query_param_matcher({"requestId": REQUEST_ID})])
     record = EidClient().get_session(REQUEST_ID)
     assert record.request_id == REQUEST_ID
-    (call,) = api_calls(broker)
+    (call,) = api_calls(wire)
     assert call.request.method == "GET"
     assert call.request.headers["Authorization"] == "Bearer tok-1"
     query = urlsplit(call.request.url).query
@@ -280,33 +277,33 @@ def test_get_session_encodes_the_request_id(broker: responses.RequestsMock) -> N
 
 
 @pytest.mark.parametrize("request_id", ["a b&c=d#e?f", "æøå", "x" * 512])
-def test_any_request_id_round_trips(broker: responses.RequestsMock, request_id: str) -> None:
-    add_token(broker)
+def test_any_request_id_round_trips(wire: responses.RequestsMock, request_id: str) -> None:
+    add_token(wire)
     add_get(
-        broker,
+        wire,
         json={**RECORD, "RequestId": request_id},
         match=[matchers.query_param_matcher({"requestId": request_id})],
     )
     assert EidClient().get_session(request_id).request_id == request_id
-    query = urlsplit(api_calls(broker)[0].request.url).query
+    query = urlsplit(api_calls(wire)[0].request.url).query
     assert parse_qs(query) == {"requestId": [request_id]}
 
 
-def test_get_session_with_metadata(broker: responses.RequestsMock) -> None:
-    add_token(broker)
-    add_get(broker, json={**RECORD, "RequestId": "r1", "MetaData": {"certificate": "MII..."}})
+def test_get_session_with_metadata(wire: responses.RequestsMock) -> None:
+    add_token(wire)
+    add_get(wire, json={**RECORD, "RequestId": "r1", "MetaData": {"certificate": "MII..."}})
     record = EidClient().get_session("r1", metadata=True)
-    query = parse_qs(urlsplit(api_calls(broker)[0].request.url).query)
+    query = parse_qs(urlsplit(api_calls(wire)[0].request.url).query)
     assert query == {"requestId": ["r1"], "metaData": ["true"]}
     assert record.metadata == {"certificate": "MII..."}
 
 
 @pytest.mark.parametrize("named", ["another-session", REQUEST_ID.lower(), ""])
 def test_the_record_of_another_session_is_a_protocol_error(
-    broker: responses.RequestsMock, named: str | None
+    wire: responses.RequestsMock, named: str | None
 ) -> None:
-    add_token(broker)
-    add_get(broker, json={**RECORD, "RequestId": named})
+    add_token(wire)
+    add_get(wire, json={**RECORD, "RequestId": named})
     with pytest.raises(EidProtocolError, match="the record of another session") as info:
         EidClient().get_session(REQUEST_ID)
     assert RECORD["SocialSecurityNumber"] not in str(info.value)
@@ -315,14 +312,14 @@ def test_the_record_of_another_session_is_a_protocol_error(
 
 @pytest.mark.parametrize("absent", ["missing", "null"])
 def test_a_record_without_request_id_is_the_one_asked_for(
-    broker: responses.RequestsMock, absent: str
+    wire: responses.RequestsMock, absent: str
 ) -> None:
     # The published schema requires no field; the id was in the request.
     body = {k: v for k, v in RECORD.items() if k != "RequestId"}
     if absent == "null":
         body["RequestId"] = None
-    add_token(broker)
-    add_get(broker, json=body)
+    add_token(wire)
+    add_get(wire, json=body)
     record = EidClient().get_session(REQUEST_ID)
     assert record.request_id == REQUEST_ID
     assert record.is_success
@@ -330,9 +327,9 @@ def test_a_record_without_request_id_is_the_one_asked_for(
     assert "RequestId" not in record.redacted() or record.redacted()["RequestId"] is None
 
 
-def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) -> None:
-    add_token(broker)
-    add_get(broker, json={**RECORD, "newField": 1})
+def test_get_session_returns_the_typed_record(wire: responses.RequestsMock) -> None:
+    add_token(wire)
+    add_get(wire, json={**RECORD, "newField": 1})
     record = EidClient().get_session(REQUEST_ID)
     assert record.is_success
     assert record.first_name == "Kari"
@@ -341,19 +338,19 @@ def test_get_session_returns_the_typed_record(broker: responses.RequestsMock) ->
 
 
 def test_the_base_url_may_carry_a_path(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(BASE_URL="https://api.broker.test/v2/")
-    add_token(broker)
-    broker.add(responses.GET, "https://api.broker.test/v2/identification/session", json=RECORD)
+    add_token(wire)
+    wire.add(responses.GET, "https://api.broker.test/v2/identification/session", json=RECORD)
     EidClient().get_session(REQUEST_ID)
-    assert broker.calls[-1].request.url.startswith(
+    assert wire.calls[-1].request.url.startswith(
         "https://api.broker.test/v2/identification/session?requestId="
     )
 
 
-def test_json_bodies_are_utf8(broker: responses.RequestsMock) -> None:
-    add_token(broker)
+def test_json_bodies_are_utf8(wire: responses.RequestsMock) -> None:
+    add_token(wire)
     body = json.dumps({**RECORD, "FirstName": "Åse Øyvor"}, ensure_ascii=False).encode()
-    broker.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
+    wire.add(responses.GET, SESSION_URL, body=body, content_type="application/json")
     assert EidClient().get_session(REQUEST_ID).first_name == "Åse Øyvor"

@@ -15,11 +15,8 @@ from django_eid.brokers.eidhub import parse_record
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
-from tests import fixtures_client
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
 from tests.test_records import HOSTILE_URLS
-
-broker = fixtures_client.broker
 
 ACCOUNT = "a-spge-JoXJ5et0okvIKE10LN70"
 TOKEN_URL = "https://api.signicat.com/auth/open/connect/token"
@@ -83,10 +80,10 @@ def query(call: Any) -> dict[str, list[str]]:
     return parse_qs(urlsplit(call.request.url).query)
 
 
-def test_the_token_endpoint_scope_and_body_credentials(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_the_token_endpoint_scope_and_body_credentials(wire: responses.RequestsMock) -> None:
+    mock(wire)
     EidClient().get_token()
-    (call,) = broker.calls
+    (call,) = wire.calls
     assert call.request.url == TOKEN_URL
     form = parse_qs(call.request.body)
     assert form == {
@@ -99,14 +96,14 @@ def test_the_token_endpoint_scope_and_body_credentials(broker: responses.Request
 
 
 def test_a_redirect_session_names_the_account(
-    broker: responses.RequestsMock, settings: SettingsWrapper
+    wire: responses.RequestsMock, settings: SettingsWrapper
 ) -> None:
-    mock(broker)
+    mock(wire)
     created = EidClient().create_session(
         return_urls=URLS, external_reference="ext-1", get_social_security_number=True
     )
     assert created.request_id == SESSION_ID
-    call = broker.calls[-1]
+    call = wire.calls[-1]
     assert urlsplit(call.request.url).path == "/auth/rest/sessions"
     assert query(call) == {"signicat-accountId": [ACCOUNT]}
     assert json.loads(call.request.body) == {
@@ -131,13 +128,13 @@ def test_a_redirect_session_names_the_account(
     }
 
 
-def test_every_option(broker: responses.RequestsMock, settings: SettingsWrapper) -> None:
+def test_every_option(wire: responses.RequestsMock, settings: SettingsWrapper) -> None:
     settings.DJANGO_EID = {
         **settings.DJANGO_EID,
         "REQUESTED_ATTRIBUTES": ["name", "dateOfBirth"],
         "SESSION_MAX_AGE": 60,
     }
-    mock(broker)
+    mock(wire)
     EidClient().create_session(
         return_urls=URLS,
         external_reference="ext-1",
@@ -146,7 +143,7 @@ def test_every_option(broker: responses.RequestsMock, settings: SettingsWrapper)
         iframe_domain="shop.example",
         prefilled_social_security_number="17029012345",
     )
-    body = json.loads(broker.calls[-1].request.body)
+    body = json.loads(wire.calls[-1].request.body)
     assert body["flow"] == "embedded"
     assert body["embeddedParentDomains"] == ["shop.example"]
     assert body["requestedAttributes"] == ["name", "dateOfBirth"]
@@ -159,18 +156,18 @@ def test_every_option(broker: responses.RequestsMock, settings: SettingsWrapper)
 
 
 def test_no_requested_attributes_asks_for_none(
-    broker: responses.RequestsMock, settings: SettingsWrapper
+    wire: responses.RequestsMock, settings: SettingsWrapper
 ) -> None:
     settings.DJANGO_EID = {**settings.DJANGO_EID, "REQUESTED_ATTRIBUTES": []}
-    mock(broker)
+    mock(wire)
     EidClient().create_session(return_urls=URLS, external_reference="ext-1")
-    assert json.loads(broker.calls[-1].request.body)["requestedAttributes"] == []
+    assert json.loads(wire.calls[-1].request.body)["requestedAttributes"] == []
 
 
-def test_the_sample_success(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_the_sample_success(wire: responses.RequestsMock) -> None:
+    mock(wire)
     record = EidClient().get_session(SESSION_ID)
-    assert query(broker.calls[-1]) == {"signicat-accountId": [ACCOUNT]}
+    assert query(wire.calls[-1]) == {"signicat-accountId": [ACCOUNT]}
     assert record.progress is Progress.SUCCESS
     assert record.identity_provider == "nbid"
     assert record.identity_provider_unique_id == "9578-6000-4-1663921"
@@ -224,18 +221,18 @@ def test_a_three_letter_country_and_a_failure() -> None:
     assert record.error.error_message == "Identity provider error"
 
 
-def test_cancel(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_cancel(wire: responses.RequestsMock) -> None:
+    mock(wire)
     client = EidClient()
     assert client.session_done(SESSION_ID) is None
     client.invalidate_session(SESSION_ID)
-    call = broker.calls[-1]
+    call = wire.calls[-1]
     assert urlsplit(call.request.url).path == f"/auth/rest/sessions/{SESSION_ID}/cancel"
     assert query(call) == {"signicat-accountId": [ACCOUNT]}
 
 
-def test_a_problem_is_an_api_error_naming_its_code(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_a_problem_is_an_api_error_naming_its_code(wire: responses.RequestsMock) -> None:
+    mock(wire)
     problem = {
         "type": "https://developer.signicat.com/docs/error-codes/",
         "title": "Invalid request parameter",
@@ -244,7 +241,7 @@ def test_a_problem_is_an_api_error_naming_its_code(broker: responses.RequestsMoc
         "detail": "Your request body parameters have failed validation.",
         "invalidParams": [{"name": "callbackUrls.success", "reason": "must be an https URL"}],
     }
-    broker.replace(responses.POST, SESSIONS, json=problem, status=400)
+    wire.replace(responses.POST, SESSIONS, json=problem, status=400)
     with pytest.raises(EidApiError) as info:
         EidClient().create_session(return_urls=URLS, external_reference="e")
     message = str(info.value)
@@ -256,15 +253,15 @@ def test_a_problem_is_an_api_error_naming_its_code(broker: responses.RequestsMoc
     "number", ["198112289874", "19811228-9874", "811228-9874", "0707614285", "131052-308T"]
 )
 def test_no_nordic_number_reaches_an_error_message(
-    broker: responses.RequestsMock, number: str
+    wire: responses.RequestsMock, number: str
 ) -> None:
-    mock(broker)
+    mock(wire)
     problem = {
         "title": "Invalid request parameter",
         "code": "invalid_request_parameter",
         "invalidParams": [{"name": "prefilledInput.nin", "reason": f"{number} is not valid"}],
     }
-    broker.replace(responses.POST, SESSIONS, json=problem, status=400)
+    wire.replace(responses.POST, SESSIONS, json=problem, status=400)
     with pytest.raises(EidApiError) as info:
         EidClient().create_session(return_urls=URLS, external_reference="e")
     assert number not in str(info.value)
@@ -273,11 +270,11 @@ def test_no_nordic_number_reaches_an_error_message(
 
 @pytest.mark.parametrize("url", HOSTILE_URLS)
 def test_a_url_without_a_well_formed_host_is_refused(
-    broker: responses.RequestsMock, url: str
+    wire: responses.RequestsMock, url: str
 ) -> None:
     """The frame page puts the URL's origin into its Content-Security-Policy."""
-    mock(broker)
+    mock(wire)
     created = {"id": SESSION_ID, "authenticationUrl": url}
-    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    wire.replace(responses.POST, SESSIONS, json=created, status=201)
     with pytest.raises(EidProtocolError, match="authenticationUrl"):
         EidClient().create_session(return_urls=URLS, external_reference="e")

@@ -14,11 +14,8 @@ from django_eid.brokers.v2 import V2Api, parse_record
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
-from tests import fixtures_client
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
 from tests.test_records import HOSTILE_URLS
-
-broker = fixtures_client.broker
 
 BASE = "https://api.broker.test"
 TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
@@ -67,10 +64,10 @@ def mock(rsps: responses.RequestsMock) -> None:
     rsps.add(responses.POST, f"{SESSIONS}/{SESSION_ID}/invalidate", status=204)
 
 
-def test_the_token_is_v1_s(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_the_token_is_v1_s(wire: responses.RequestsMock) -> None:
+    mock(wire)
     EidClient().get_token()
-    (call,) = broker.calls
+    (call,) = wire.calls
     assert call.request.url == TOKEN_URL
     assert call.request.body == "grant_type=client_credentials&scope=identify"
     assert call.request.headers["Authorization"].startswith("Basic ")
@@ -78,11 +75,11 @@ def test_the_token_is_v1_s(broker: responses.RequestsMock) -> None:
     assert CLIENT_ID not in str(call.request.body)
 
 
-def test_a_redirect_session(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_a_redirect_session(wire: responses.RequestsMock) -> None:
+    mock(wire)
     created = EidClient().create_session(return_urls=URLS, external_reference="ext-1")
     assert created.request_id == SESSION_ID
-    call = broker.calls[-1]
+    call = wire.calls[-1]
     assert call.request.url == SESSIONS
     assert call.request.headers["Content-Type"] == "application/json"
     assert json.loads(call.request.body) == {
@@ -98,8 +95,8 @@ def test_a_redirect_session(broker: responses.RequestsMock) -> None:
     }
 
 
-def test_every_option(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_every_option(wire: responses.RequestsMock) -> None:
+    mock(wire)
     EidClient().create_session(
         return_urls=URLS,
         external_reference="ext 2/+",
@@ -110,7 +107,7 @@ def test_every_option(broker: responses.RequestsMock) -> None:
         iframe_web_messaging=True,
         prefilled_social_security_number="31127112345",
     )
-    body = json.loads(broker.calls[-1].request.body)
+    body = json.loads(wire.calls[-1].request.body)
     assert body["flow"] == "iframe"
     assert body["include"] == ["name", "date_of_birth", "nin"]
     assert body["allowedProviders"] == ["no_bankid_mobile"]
@@ -120,10 +117,10 @@ def test_every_option(broker: responses.RequestsMock) -> None:
     assert body["redirectSettings"]["successUrl"] == URLS.success + "?externalId=ext%202%2F%2B"
 
 
-def test_the_sample_success_reads_as_the_same_record(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_the_sample_success_reads_as_the_same_record(wire: responses.RequestsMock) -> None:
+    mock(wire)
     record = EidClient().get_session(SESSION_ID)
-    assert broker.calls[-1].request.url == f"{SESSIONS}/{SESSION_ID}"
+    assert wire.calls[-1].request.url == f"{SESSIONS}/{SESSION_ID}"
     assert record.progress is Progress.SUCCESS
     assert record.is_success
     assert (record.name, record.first_name, record.middle_name, record.last_name) == (
@@ -192,18 +189,18 @@ def test_answers_outside_the_contract(body: Any) -> None:
         parse_record(body, what="t")
 
 
-def test_no_status_call_and_invalidate(broker: responses.RequestsMock) -> None:
-    mock(broker)
+def test_no_status_call_and_invalidate(wire: responses.RequestsMock) -> None:
+    mock(wire)
     client = EidClient()
     assert client.session_done(SESSION_ID) is None
     client.invalidate_session(SESSION_ID)
-    assert broker.calls[-1].request.url == f"{SESSIONS}/{SESSION_ID}/invalidate"
-    assert broker.calls[-1].request.method == "POST"
+    assert wire.calls[-1].request.url == f"{SESSIONS}/{SESSION_ID}/invalidate"
+    assert wire.calls[-1].request.method == "POST"
 
 
-def test_an_unknown_session_is_an_api_error(broker: responses.RequestsMock) -> None:
-    mock(broker)
-    broker.replace(
+def test_an_unknown_session_is_an_api_error(wire: responses.RequestsMock) -> None:
+    mock(wire)
+    wire.replace(
         responses.GET,
         f"{SESSIONS}/{SESSION_ID}",
         json={"message": "Session not found", "code": "ID-1000"},
@@ -252,23 +249,23 @@ def test_personal_echoes_stay_out_of_raw_extra_and_repr() -> None:
 
 @pytest.mark.parametrize("session_id", ["..", ".", "a/b", "", "x" * 201, "a b"])
 def test_an_id_that_is_no_session_id_is_refused(
-    broker: responses.RequestsMock, session_id: str
+    wire: responses.RequestsMock, session_id: str
 ) -> None:
     """It goes into the path of every later call: ``..`` would change which."""
-    mock(broker)
+    mock(wire)
     created = {"id": session_id, "url": "https://id.broker.test/login"}
-    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    wire.replace(responses.POST, SESSIONS, json=created, status=201)
     with pytest.raises(EidProtocolError):
         EidClient().create_session(return_urls=URLS, external_reference="e")
 
 
 @pytest.mark.parametrize("url", HOSTILE_URLS)
 def test_a_url_without_a_well_formed_host_is_refused(
-    broker: responses.RequestsMock, url: str
+    wire: responses.RequestsMock, url: str
 ) -> None:
     """The frame page puts the URL's origin into its Content-Security-Policy."""
-    mock(broker)
+    mock(wire)
     created = {"id": SESSION_ID, "url": url}
-    broker.replace(responses.POST, SESSIONS, json=created, status=201)
+    wire.replace(responses.POST, SESSIONS, json=created, status=201)
     with pytest.raises(EidProtocolError, match="url"):
         EidClient().create_session(return_urls=URLS, external_reference="e")

@@ -15,7 +15,6 @@ import django_eid.tokens
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, EidUnavailable, InvalidScope
 from django_eid.tokens import AccessToken, cache_key
-from tests import fixtures_client
 from tests.fixtures_client import (
     RECORD,
     REQUEST_ID,
@@ -28,8 +27,6 @@ from tests.fixtures_client import (
     eid_settings_with,
     token_calls,
 )
-
-broker = fixtures_client.broker
 
 
 class Clock:
@@ -64,21 +61,21 @@ def bearer(call: Any) -> str:
 
 
 def test_two_clients_sharing_a_cache_make_one_token_request(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
 ) -> None:
-    add_token(broker, "tok-shared")
-    add_record(broker)
+    add_token(wire, "tok-shared")
+    add_record(wire)
     first, second = EidClient(), EidClient()
     first.get_session(REQUEST_ID)
     second.get_session(REQUEST_ID)
     second.get_session(REQUEST_ID)
-    assert len(token_calls(broker)) == 1
-    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-shared"] * 3
+    assert len(token_calls(wire)) == 1
+    assert [bearer(c) for c in api_calls(wire)] == ["Bearer tok-shared"] * 3
     assert first.get_token().access_token == second.get_token().access_token == "tok-shared"
 
 
 def test_the_token_lives_in_the_configured_cache(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     loc = "django.core.cache.backends.locmem.LocMemCache"
     settings.CACHES = {
@@ -86,7 +83,7 @@ def test_the_token_lives_in_the_configured_cache(
         "tokens": {"BACKEND": loc, "LOCATION": "tokens"},
     }
     settings.DJANGO_EID = eid_settings_with(TOKEN_CACHE="tokens")
-    add_token(broker)
+    add_token(wire)
     client = EidClient()
     client.get_token()
     assert caches["tokens"].get(client.tokens.key)["access_token"] == "tok-1"
@@ -94,9 +91,9 @@ def test_the_token_lives_in_the_configured_cache(
 
 
 def test_the_secret_is_neither_in_the_key_nor_in_the_cache(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
-    add_token(broker)
+    add_token(wire)
     client = EidClient()
     client.get_token()
     key = client.tokens.key
@@ -124,19 +121,19 @@ def test_cache_key_is_a_digest() -> None:
     assert "client" not in key
 
 
-def test_an_expired_token_is_replaced(broker: responses.RequestsMock, clock: Clock) -> None:
-    add_token(broker, "tok-1", expires_in=3600)
-    add_token(broker, "tok-2", expires_in=3600)
+def test_an_expired_token_is_replaced(wire: responses.RequestsMock, clock: Clock) -> None:
+    add_token(wire, "tok-1", expires_in=3600)
+    add_token(wire, "tok-2", expires_in=3600)
     client, other = EidClient(), EidClient()
     assert client.get_token().access_token == "tok-1"
     clock.now += 3600 - 60 - 1  # just inside the safety margin
     assert client.get_token().access_token == "tok-1"
     assert other.get_token().access_token == "tok-1"
-    assert len(token_calls(broker)) == 1
+    assert len(token_calls(wire)) == 1
     clock.now += 2
     assert client.get_token().access_token == "tok-2"
     assert other.get_token().access_token == "tok-2"
-    assert len(token_calls(broker)) == 2
+    assert len(token_calls(wire)) == 2
 
 
 @pytest.mark.parametrize(
@@ -154,13 +151,18 @@ def test_safety_margin_is_60s_or_a_tenth_of_the_lifetime(
     assert not token.fresh
 
 
-def test_a_token_with_a_tiny_lifetime_is_renewed(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1", expires_in=1)
-    add_token(broker, "tok-2", expires_in=3600)
+def test_a_token_with_a_tiny_lifetime_is_renewed(
+    wire: responses.RequestsMock, clock: Clock
+) -> None:
+    add_token(wire, "tok-1", expires_in=1)
+    add_token(wire, "tok-2", expires_in=3600)
     client = EidClient()
     assert client.get_token().access_token == "tok-1"
-    time.sleep(0.95)
+    clock.now += 0.85  # within the 0.9 s it may be used
+    assert client.get_token().access_token == "tok-1"
+    clock.now += 0.1
     assert client.get_token().access_token == "tok-2"
+    assert len(token_calls(wire)) == 2
 
 
 def test_the_token_repr_hides_the_token() -> None:
@@ -170,10 +172,10 @@ def test_the_token_repr_hides_the_token() -> None:
 
 
 def test_a_stale_lock_does_not_block(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
-    settings.DJANGO_EID = eid_settings_with(TIMEOUT=0.3)
-    add_token(broker)
+    settings.DJANGO_EID = eid_settings_with(TIMEOUT=0.2)
+    add_token(wire)
     client = EidClient()
     # A worker that took the lock and died: the lock stays for a long time.
     caches["default"].set(client.tokens.lock_key, "1", 3600)
@@ -182,16 +184,16 @@ def test_a_stale_lock_does_not_block(
     with pytest.raises(EidUnavailable, match="another worker's token request"):
         client.get_token()
     elapsed = time.monotonic() - started
-    assert 0.2 <= elapsed < 0.3 + 0.5
-    assert token_calls(broker) == []
+    assert 0.2 - 2 * django_eid.tokens.POLL_INTERVAL <= elapsed < 0.2 + 0.5
+    assert token_calls(wire) == []
     # Once the lock is gone (its TTL is TIMEOUT + 1 s), the next call fetches the token.
     caches["default"].delete(client.tokens.lock_key)
     assert client.get_token().access_token == "tok-1"
-    assert len(token_calls(broker)) == 1
+    assert len(token_calls(wire)) == 1
 
 
 def test_a_waiter_takes_the_token_stored_by_the_lock_holder(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(TIMEOUT=5)
     client, holder = EidClient(), EidClient()
@@ -201,26 +203,43 @@ def test_a_waiter_takes_the_token_stored_by_the_lock_holder(
         holder.tokens._store(AccessToken.issued_now("tok-holder", "Bearer", 3600))
         caches["default"].delete(client.tokens.lock_key)
 
-    timer = threading.Timer(0.2, finish)
+    timer = threading.Timer(0.1, finish)
     timer.start()
     try:
         assert client.get_token().access_token == "tok-holder"
     finally:
         timer.join()
-    assert token_calls(broker) == []
+    assert token_calls(wire) == []
 
 
-def test_concurrent_threads_make_one_token_request(broker: responses.RequestsMock) -> None:
+def test_concurrent_threads_make_one_token_request(
+    wire: responses.RequestsMock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clients = [EidClient() for _ in range(8)]  # one per thread, as get_client() does
     requests_seen: list[int] = []
+    # The token is answered once every other thread found the shared lock taken: they all
+    # arrive while this one fetches (rather than after a pause long enough, most times).
+    refused: set[int] = set()
+    all_refused = threading.Event()
+    locked_fetch = django_eid.tokens.TokenStore._locked_fetch
+
+    def counted(store: django_eid.tokens.TokenStore, lock_ttl: int) -> AccessToken | None:
+        token = locked_fetch(store, lock_ttl)
+        if token is None:
+            refused.add(threading.get_ident())
+            if len(refused) == len(clients) - 1:
+                all_refused.set()
+        return token
+
+    monkeypatch.setattr(django_eid.tokens.TokenStore, "_locked_fetch", counted)
 
     def slow_token(request: Any) -> tuple[int, dict[str, str], str]:
         requests_seen.append(1)
-        time.sleep(0.2)  # every other thread arrives while this one fetches
+        assert all_refused.wait(10)
         body = '{"access_token": "tok-once", "expires_in": 3600, "token_type": "Bearer"}'
         return 200, {"Content-Type": "application/json"}, body
 
-    broker.add_callback(responses.POST, TOKEN_URL, callback=slow_token)
-    clients = [EidClient() for _ in range(8)]  # one per thread, as get_client() does
+    wire.add_callback(responses.POST, TOKEN_URL, callback=slow_token)
     barrier = threading.Barrier(len(clients))
     results: list[str] = []
     errors: list[BaseException] = []
@@ -242,8 +261,8 @@ def test_concurrent_threads_make_one_token_request(broker: responses.RequestsMoc
     assert len(requests_seen) == 1
 
 
-def test_a_failed_fetch_releases_the_lock(broker: responses.RequestsMock) -> None:
-    broker.add(responses.POST, TOKEN_URL, json={"error": "invalid_scope"}, status=400)
+def test_a_failed_fetch_releases_the_lock(wire: responses.RequestsMock) -> None:
+    wire.add(responses.POST, TOKEN_URL, json={"error": "invalid_scope"}, status=400)
     client = EidClient()
     with pytest.raises(InvalidScope):
         client.get_token()
@@ -260,8 +279,8 @@ def test_a_failed_fetch_releases_the_lock(broker: responses.RequestsMock) -> Non
         {"access_token": "x", "token_type": "Bearer", "expires_in": 1, "use_until": None},
     ],
 )
-def test_junk_in_the_cache_is_ignored(broker: responses.RequestsMock, junk: Any) -> None:
-    add_token(broker, "tok-new")
+def test_junk_in_the_cache_is_ignored(wire: responses.RequestsMock, junk: Any) -> None:
+    add_token(wire, "tok-new")
     client = EidClient()
     caches["default"].set(client.tokens.key, junk)
     assert client.get_token().access_token == "tok-new"
@@ -270,58 +289,58 @@ def test_junk_in_the_cache_is_ignored(broker: responses.RequestsMock, junk: Any)
 # -- 401: the token was revoked or expired early --------------------------------------
 
 
-def test_401_drops_the_token_and_repeats_the_call_once(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1")
-    add_token(broker, "tok-2")
-    add_record(broker, status=401, json={"message": "token expired"})
-    add_record(broker)
+def test_401_drops_the_token_and_repeats_the_call_once(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1")
+    add_token(wire, "tok-2")
+    add_record(wire, status=401, json={"message": "token expired"})
+    add_record(wire)
     client, other = EidClient(), EidClient()
     record = client.get_session(REQUEST_ID)
     assert record.request_id == REQUEST_ID
-    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-1", "Bearer tok-2"]
-    assert len(token_calls(broker)) == 2
+    assert [bearer(c) for c in api_calls(wire)] == ["Bearer tok-1", "Bearer tok-2"]
+    assert len(token_calls(wire)) == 2
     # The new token was shared, the old one is gone.
     assert other.get_token().access_token == "tok-2"
     assert caches["default"].get(client.tokens.key)["access_token"] == "tok-2"
 
 
-def test_401_on_create_also_renews_once(broker: responses.RequestsMock) -> None:
+def test_401_on_create_also_renews_once(wire: responses.RequestsMock) -> None:
     from django_eid.brokers import ReturnUrls
 
-    add_token(broker, "tok-1")
-    add_token(broker, "tok-2")
-    broker.add(responses.POST, SESSION_URL, status=401)
-    broker.add(responses.POST, SESSION_URL, json={"Url": "https://id.test/x", "RequestId": "r"})
+    add_token(wire, "tok-1")
+    add_token(wire, "tok-2")
+    wire.add(responses.POST, SESSION_URL, status=401)
+    wire.add(responses.POST, SESSION_URL, json={"Url": "https://id.test/x", "RequestId": "r"})
     urls = ReturnUrls("https://s.test/ok", "https://s.test/abort", "https://s.test/err")
     created = EidClient().create_session(return_urls=urls, external_reference="ref")
     assert created.request_id == "r"
-    assert [bearer(c) for c in api_calls(broker)] == ["Bearer tok-1", "Bearer tok-2"]
+    assert [bearer(c) for c in api_calls(wire)] == ["Bearer tok-1", "Bearer tok-2"]
 
 
-def test_a_second_401_is_an_api_error(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1")
-    add_token(broker, "tok-2")
-    add_token(broker, "tok-3")
-    add_record(broker, status=401, json={"message": "unauthorized tok-2"})
+def test_a_second_401_is_an_api_error(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1")
+    add_token(wire, "tok-2")
+    add_token(wire, "tok-3")
+    add_record(wire, status=401, json={"message": "unauthorized tok-2"})
     client = EidClient()
     with pytest.raises(EidApiError) as info:
         client.get_session(REQUEST_ID)
     assert info.value.status_code == 401
-    assert len(api_calls(broker)) == 2
-    assert len(token_calls(broker)) == 2
+    assert len(api_calls(wire)) == 2
+    assert len(token_calls(wire)) == 2
     assert "tok-1" not in str(info.value)
     assert "tok-2" not in str(info.value)
 
 
-def test_invalidate_keeps_a_newer_token(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-1")
+def test_invalidate_keeps_a_newer_token(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-1")
     client, other = EidClient(), EidClient()
     old = client.get_token()
     # Another worker already replaced the token.
     other.tokens._store(AccessToken.issued_now("tok-newer", "Bearer", 3600))
     client.tokens.invalidate(old)
     assert client.get_token().access_token == "tok-newer"
-    assert len(token_calls(broker)) == 1
+    assert len(token_calls(wire)) == 1
 
 
 class _BrokenCache:
@@ -335,22 +354,22 @@ class _BrokenCache:
 
 
 def test_a_token_cache_outage_falls_back_to_fetching(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    add_token(broker)
-    add_record(broker)
+    add_token(wire)
+    add_record(wire)
     client = EidClient()
     monkeypatch.setattr(type(client.tokens), "cache", property(lambda self: _BrokenCache()))
     record = client.get_session(REQUEST_ID)
     assert record.status == "SUCCESS"
-    assert len(token_calls(broker)) == 1
+    assert len(token_calls(wire)) == 1
     assert "token cache failed" in caplog.text
     assert SECRET not in caplog.text
     # A 401 with the cache still down renews without raising the cache's error either.
-    broker.replace(responses.GET, fixtures_client.SESSION_URL, status=401)
-    add_token(broker, token="tok-2")
+    wire.replace(responses.GET, SESSION_URL, status=401)
+    add_token(wire, token="tok-2")
     with pytest.raises(EidApiError):
         client.get_session(REQUEST_ID)
 

@@ -1,7 +1,7 @@
 """``BROKER_API = "v1"`` sends exactly what django-eid sent before the broker APIs had an
 interface: every request of every kind of call, its URL, headers and body byte for byte.
 
-``v1_wire.json`` was recorded from the client of commit b51c09c (before
+``wire.json`` was recorded from the client of commit b51c09c (before
 ``django_eid.brokers``) with the same calls; only headers that depend on the installed
 libraries (``User-Agent`` carries their versions, ``Accept-Encoding`` their codecs) and
 ``Content-Length`` are left out.
@@ -22,12 +22,9 @@ import responses
 
 from django_eid.brokers import ReturnUrls
 from django_eid.client import EidClient
-from tests import fixtures_client
 from tests.fixtures_client import RECORD, REQUEST_ID, SESSION_URL, TOKEN_URL
 
-broker = fixtures_client.broker
-
-RECORDED = Path(__file__).with_name("v1_wire.json")
+RECORDED = Path(__file__).with_name("wire.json")
 CREATED = {
     "Url": "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9n",
     "RequestId": REQUEST_ID,
@@ -38,7 +35,7 @@ DROPPED = "requestId=[1]&"
 VARYING = {"User-Agent", "Accept-Encoding", "Content-Length"}
 
 
-def wire(rsps: responses.RequestsMock) -> list[dict[str, Any]]:
+def sent_requests(rsps: responses.RequestsMock) -> list[dict[str, Any]]:
     """Every request sent, as recorded."""
     sent = []
     for call in rsps.calls:
@@ -52,14 +49,14 @@ def wire(rsps: responses.RequestsMock) -> list[dict[str, Any]]:
 
 
 def test_the_v1_requests_are_those_sent_before_the_interface(
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
 ) -> None:
     token = {"access_token": "tok-1", "expires_in": 3600, "token_type": "Bearer"}
-    broker.add(responses.POST, TOKEN_URL, json=token)
-    broker.add(responses.POST, SESSION_URL, json=CREATED)
-    broker.add(responses.GET, SESSION_URL, json=RECORD)
-    broker.add(responses.GET, SESSION_URL + "/status", json={"Done": True})
-    broker.add(responses.PUT, SESSION_URL + "/invalidate", json={})
+    wire.add(responses.POST, TOKEN_URL, json=token)
+    wire.add(responses.POST, SESSION_URL, json=CREATED)
+    wire.add(responses.GET, SESSION_URL, json=RECORD)
+    wire.add(responses.GET, SESSION_URL + "/status", json={"Done": True})
+    wire.add(responses.PUT, SESSION_URL + "/invalidate", json={})
     base = "https://shop.example/eid/return/r/"
     urls = ReturnUrls(base + "success/", base + "abort/", base + "error/")
     client = EidClient()
@@ -80,4 +77,4 @@ def test_the_v1_requests_are_those_sent_before_the_interface(
     client.invalidate_session(REQUEST_ID)
     recorded = RECORDED.read_text()
     assert recorded.count(DROPPED) == 6  # three return URLs in each of the two creates
-    assert wire(broker) == json.loads(recorded.replace(DROPPED, ""))
+    assert sent_requests(wire) == json.loads(recorded.replace(DROPPED, ""))

@@ -1,0 +1,1 @@
+"""``BROKER_API = "eid-hub"`` (``django_eid.brokers.eidhub``)."""

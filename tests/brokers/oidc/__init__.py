@@ -1,0 +1,1 @@
+"""``BROKER_API = "oidc"`` (``django_eid.brokers.oidc``, ``oidc_presets``)."""

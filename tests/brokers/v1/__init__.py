@@ -1,0 +1,1 @@
+"""``BROKER_API = "v1"`` (``django_eid.brokers.v1``)."""

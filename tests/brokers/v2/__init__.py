@@ -1,0 +1,1 @@
+"""``BROKER_API = "v2"`` (``django_eid.brokers.v2``)."""
