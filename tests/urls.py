@@ -7,5 +7,5 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("eid/", include("django_eid.urls")),
     path("eid-sandbox/", include("django_eid.sandbox.urls")),
-    path("gated/", include("tests.gated_views")),
+    path("gated/", include("tests.gates.views")),
 ]

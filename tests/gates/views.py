@@ -1,5 +1,5 @@
 """Views behind django-eid's gates, for the tests of the decorator, the mixin and the DRF
-permission (routed under ``/gated/`` by tests/urls.py)."""
+permission (routed under ``/gated/`` by tests/urls.py, so every test of the suite has them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``django_eid.contrib.drf.EidVerified``: the gate as a REST framework permission."""
+"""``django_eid.contrib.drf.EidVerified``: the gate as a REST framework permission
+(tests/gates/views.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,12 @@ from django.test import Client
 from django.utils import timezone
 
 from django_eid import state
+from django_eid.contrib.drf import EidVerified
 from django_eid.models import Identification
 from django_eid.testing import EidBroker
+from tests.gates.helpers import JSON, verified_at, verify
 
 pytestmark = pytest.mark.django_db
-
-JSON = {"accept": "application/json"}
-
-
-def verify(client: Client, eid_broker: EidBroker, person_key: str = "NORWEGIAN") -> None:
-    client.post("/eid/start/")
-    client.get(eid_broker.complete(eid_broker.persons.get(person_key)))
 
 
 def test_an_unverified_user_gets_403_with_the_start_url(alice_client: Client) -> None:
@@ -48,7 +44,7 @@ def test_a_recently_verified_user_passes_and_a_stale_one_does_not(
 def test_the_permissions_own_message_and_conditions(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:
-    verify(alice_client, eid_broker, "MINOR")
+    verify(alice_client, eid_broker, eid_broker.persons.MINOR)
     response = alice_client.get("/gated/api/adults/", headers=JSON)
     assert response.status_code == 403
     body = response.json()
@@ -57,26 +53,21 @@ def test_the_permissions_own_message_and_conditions(
         ["too_young"],
         "/eid/start/",
     )
-    verify(alice_client, eid_broker, "NORWEGIAN")
+    verify(alice_client, eid_broker, eid_broker.persons.NORWEGIAN)
     assert alice_client.get("/gated/api/adults/", headers=JSON).json() == {"adult": True}
 
 
-@pytest.mark.parametrize("level", ["substantial", "high"])
-def test_a_level_at_or_above_min_loa_passes(
-    alice_client: Client, eid_broker: EidBroker, level: str
+@pytest.mark.parametrize(
+    ("level", "passes"), [("high", True), ("substantial", True), ("low", False), ("", False)]
+)
+def test_a_level_at_or_above_min_loa_passes_and_one_below_or_none_gets_403(
+    alice_client: Client, eid_broker: EidBroker, level: str, passes: bool
 ) -> None:
-    verify(alice_client, eid_broker)
-    Identification.objects.update(level_of_assurance=level)
-    assert alice_client.get("/gated/api/substantial/", headers=JSON).json() == {"level": level}
-
-
-@pytest.mark.parametrize("level", ["low", ""])
-def test_a_level_below_min_loa_or_none_gets_403(
-    alice_client: Client, eid_broker: EidBroker, level: str
-) -> None:
-    verify(alice_client, eid_broker)
-    Identification.objects.update(level_of_assurance=level)
+    verified_at(alice_client, eid_broker, level)
     response = alice_client.get("/gated/api/substantial/", headers=JSON)
+    if passes:
+        assert response.json() == {"level": level}
+        return
     assert response.status_code == 403
     assert response.json() == {
         "code": "eid_required",
@@ -93,8 +84,6 @@ def test_authentication_is_left_to_rest_framework(client: Client) -> None:
 
 
 def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
-    from django_eid.contrib.drf import EidVerified
-
     with pytest.raises(ValueError, match="max_age"):
 
         class Broken(EidVerified):

@@ -1,4 +1,4 @@
-"""``EidRequiredMixin``: the decorator's gate for class-based views (tests/gated_views.py)."""
+"""``EidRequiredMixin``: the decorator's gate for class-based views (tests/gates/views.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,14 @@ import datetime
 import pytest
 from django.test import Client
 from django.utils import timezone
+from django.views import View
 
+from django_eid.mixins import EidRequiredMixin
 from django_eid.models import Identification
 from django_eid.testing import EidBroker
+from tests.gates.helpers import JSON, verified_at, verify
 
 pytestmark = pytest.mark.django_db
-
-
-def verify(client: Client, eid_broker: EidBroker, person_key: str = "NORWEGIAN") -> None:
-    client.post("/eid/start/")
-    client.get(eid_broker.complete(eid_broker.persons.get(person_key)))
 
 
 def test_a_logged_out_user_goes_to_the_login_page(client: Client) -> None:
@@ -30,11 +28,11 @@ def test_a_logged_out_user_goes_to_the_login_page(client: Client) -> None:
 def test_the_class_attributes_are_the_conditions(
     alice_client: Client, eid_broker: EidBroker
 ) -> None:
-    verify(alice_client, eid_broker, "MINOR")
+    verify(alice_client, eid_broker, eid_broker.persons.MINOR)
     response = alice_client.get("/gated/class/adults/")
     assert response.status_code == 302
     assert response["Location"] == "/eid/start/?next=%2Fgated%2Fclass%2Fadults%2F"
-    verify(alice_client, eid_broker, "NORWEGIAN")
+    verify(alice_client, eid_broker, eid_broker.persons.NORWEGIAN)
     assert alice_client.get("/gated/class/adults/").content == b"adults (class)"
 
 
@@ -42,24 +40,12 @@ def test_the_class_attributes_are_the_conditions(
 def test_eid_min_loa_is_a_condition(
     alice_client: Client, eid_broker: EidBroker, level: str, passes: bool
 ) -> None:
-    verify(alice_client, eid_broker)
-    Identification.objects.update(level_of_assurance=level)
-    response = alice_client.get("/gated/class/high/", headers={"accept": "application/json"})
+    verified_at(alice_client, eid_broker, level)
+    response = alice_client.get("/gated/class/high/", headers=JSON)
     if passes:
         assert response.content == b"high (class)"
     else:
         assert (response.status_code, response.json()["reasons"]) == (403, ["loa_too_low"])
-
-
-def test_a_bad_eid_min_loa_fails_when_the_class_is_defined() -> None:
-    from django.views import View
-
-    from django_eid.mixins import EidRequiredMixin
-
-    with pytest.raises(ValueError, match="min_loa"):
-
-        class Typo(EidRequiredMixin, View):
-            eid_min_loa = "hihg"
 
 
 def test_get_eid_requirements_decides_per_request(
@@ -72,6 +58,23 @@ def test_get_eid_requirements_decides_per_request(
 
 
 def test_a_json_client_gets_json(alice_client: Client) -> None:
-    response = alice_client.get("/gated/class/adults/", headers={"accept": "application/json"})
+    response = alice_client.get("/gated/class/adults/", headers=JSON)
     assert response.status_code == 403
     assert response.json()["reasons"] == ["not_verified"]
+
+
+def test_class_attributes_are_checked_when_the_class_is_defined() -> None:
+    with pytest.raises(ValueError, match="min_age"):
+
+        class Broken(EidRequiredMixin, View):
+            eid_min_age = -1
+
+    with pytest.raises(ValueError, match="provider"):
+
+        class Typo(EidRequiredMixin, View):
+            eid_providers = ["bank id"]
+
+    with pytest.raises(ValueError, match="min_loa"):
+
+        class LevelTypo(EidRequiredMixin, View):
+            eid_min_loa = "hihg"
