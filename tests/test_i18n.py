@@ -18,18 +18,17 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import responses
 from django.test import Client
 from django.urls import reverse
 
 import django_eid
 import django_eid.client
 from django_eid.conf import eid_settings
+from tests.fixtures_broker import ScriptedBroker
 from tests.fixtures_client import sandbox_settings
 
 PACKAGE = Path(django_eid.__file__).resolve().parent
@@ -206,16 +205,10 @@ def test_no_string_of_the_source_is_missing_from_the_catalog(extracted: Path, la
 # -- the pages ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def user_client(client: Client, django_user_model: Any) -> Client:
-    client.force_login(django_user_model.objects.create_user("kari", password="unused-pw-123"))
-    return client
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("lang", ["en", *LANGUAGES])
-def test_the_start_page_speaks_the_language(user_client: Client, lang: str) -> None:
-    response = user_client.get(reverse("django_eid:start"), HTTP_ACCEPT_LANGUAGE=lang)
+def test_the_start_page_speaks_the_language(alice_client: Client, lang: str) -> None:
+    response = alice_client.get(reverse("django_eid:start"), HTTP_ACCEPT_LANGUAGE=lang)
     assert response.status_code == 200
     html = response.content.decode()
     assert f'<html lang="{lang}">' in html
@@ -283,29 +276,6 @@ def test_the_sandbox_page_speaks_the_session_language(
 # -- the language sent to the broker ---------------------------------------------------
 
 
-@pytest.fixture
-def broker() -> Iterator[responses.RequestsMock]:
-    s = eid_settings
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
-        rsps.add(
-            responses.POST,
-            s.TOKEN_URL,
-            json={"access_token": "tok", "expires_in": 3600, "token_type": "Bearer"},
-        )
-        rsps.add(
-            responses.POST,
-            f"{s.BASE_URL}/identification/session",
-            json={"Url": "https://id.broker.test/start?sessionid=x", "RequestId": "r" * 200},
-        )
-        yield rsps
-
-
-def sent_language(rsps: responses.RequestsMock) -> str | None:
-    (create,) = [c for c in rsps.calls if c.request.url.endswith("/identification/session")]
-    body = json.loads(create.request.body)
-    return body.get("Language")  # type: ignore[no-any-return]
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("accept_language", "expected"),
@@ -323,20 +293,20 @@ def sent_language(rsps: responses.RequestsMock) -> str | None:
     ],
 )
 def test_the_broker_hears_the_active_language(
-    user_client: Client, broker: responses.RequestsMock, accept_language: str, expected: str
+    alice_client: Client, broker: ScriptedBroker, accept_language: str, expected: str
 ) -> None:
-    response = user_client.post(
+    response = alice_client.post(
         reverse("django_eid:start"), {"display": "redirect"}, HTTP_ACCEPT_LANGUAGE=accept_language
     )
     assert response.status_code == 302, response.content
-    assert sent_language(broker) == expected
+    assert broker.sent().get("Language") == expected
 
 
 @pytest.mark.django_db
 def test_the_language_setting_wins_over_the_active_language(
-    user_client: Client, broker: responses.RequestsMock, settings: Any
+    alice_client: Client, broker: ScriptedBroker, settings: Any
 ) -> None:
     settings.DJANGO_EID = {**settings.DJANGO_EID, "LANGUAGE": "DA"}
-    response = user_client.post(reverse("django_eid:start"), HTTP_ACCEPT_LANGUAGE="fi")
+    response = alice_client.post(reverse("django_eid:start"), HTTP_ACCEPT_LANGUAGE="fi")
     assert response.status_code == 302, response.content
-    assert sent_language(broker) == "DA"
+    assert broker.sent().get("Language") == "DA"

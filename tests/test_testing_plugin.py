@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,7 +12,7 @@ from django.core.cache import caches
 from django.test import Client
 from django.urls import reverse
 
-from django_eid import signals
+from django_eid import signals as eid_signals
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import IdentificationRejected
@@ -21,42 +20,15 @@ from django_eid.models import Identification
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.fake import forget_tokens
 from django_eid.testing import EidBroker
-from tests import fixtures_client
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
+from tests.fixtures_views import Signals
 
 pytest_plugins = ["pytester"]
-no_backoff = fixtures_client.no_backoff
 
 Status = Identification.Status
 
 
-@pytest.fixture
-def user_client(client: Client, django_user_model: Any) -> Client:
-    client.force_login(django_user_model.objects.create_user("kari"))
-    return client
-
-
-@pytest.fixture
-def sent() -> Iterator[list[tuple[str, Identification]]]:
-    """The django-eid signals sent during the test, as (name, identification)."""
-    received: list[tuple[str, Identification]] = []
-    names = ("started", "succeeded", "aborted", "failed")
-    receivers = {}
-    for name in names:
-
-        def receiver(
-            sender: Any, identification: Identification, _n: str = name, **kw: Any
-        ) -> None:
-            received.append((_n, identification))
-
-        receivers[name] = receiver
-        getattr(signals, f"identification_{name}").connect(receiver, weak=False)
-    yield received
-    for name, receiver in receivers.items():
-        getattr(signals, f"identification_{name}").disconnect(receiver)
-
-
-def start(client: Client, **data: str) -> Any:
+def post_start(client: Client, **data: str) -> Any:
     response = client.post(reverse("django_eid:start"), data)
     assert response.status_code == 302, response.content
     return response
@@ -64,12 +36,12 @@ def start(client: Client, **data: str) -> Any:
 
 # -- the whole flow ------------------------------------------------------------------------------
 @pytest.mark.django_db
-def test_success_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
-    response = start(user_client)
+def test_success_end_to_end(alice_client: Client, eid_broker: EidBroker, signals: Signals) -> None:
+    response = post_start(alice_client)
     session = eid_broker.pending()
     assert response["Location"] == f"https://api.broker.test/login/{session.request_id}/"
     person = eid_broker.persons.NORWEGIAN
-    response = user_client.get(eid_broker.complete(person))
+    response = alice_client.get(eid_broker.complete(person))
     assert response.status_code == 302
     assert response["Location"] == "/"
     row = Identification.objects.get()
@@ -83,15 +55,15 @@ def test_success_end_to_end(user_client: Client, eid_broker: EidBroker, sent: li
     assert row.social_security_number is None  # not requested by default
     # What the broker saw (the record's EnvironmentInfo), not the starting browser's.
     assert (row.ip_address, row.user_agent) == (person.ip_address, person.user_agent)
-    assert [name for name, _ in sent] == ["started", "succeeded"]
-    assert sent[1][1].pk == row.pk
+    assert signals.names == ["identification_started", "identification_succeeded"]
+    assert signals.sent[1].kwargs["identification"].pk == row.pk
     assert eid_broker.retrieve_requests == [session.request_id]
     assert eid_broker.status_requests == []  # the browser's own callback needs no status call
 
 
 @pytest.mark.django_db
-def test_what_the_app_sent(user_client: Client, eid_broker: EidBroker) -> None:
-    start(user_client)
+def test_what_the_app_sent(alice_client: Client, eid_broker: EidBroker) -> None:
+    post_start(alice_client)
     row = Identification.objects.get()
     (body,) = eid_broker.create_requests
     assert body["ExternalReference"] == row.external_id
@@ -107,19 +79,19 @@ def test_what_the_app_sent(user_client: Client, eid_broker: EidBroker) -> None:
     assert row.device_key == ""
     assert (row.ip_address, row.user_agent) == (None, "")
     assert eid_broker.token_requests == 1
-    start(user_client)
+    post_start(alice_client)
     assert eid_broker.token_requests == 1  # the token is cached and reused
     assert [s.status for s in eid_broker.sessions] == ["CREATED", "CREATED"]
 
 
 @pytest.mark.django_db
 def test_the_number_and_a_minor(
-    user_client: Client, eid_broker: EidBroker, settings: SettingsWrapper
+    alice_client: Client, eid_broker: EidBroker, settings: SettingsWrapper
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(GET_SOCIAL_SECURITY_NUMBER=True)
-    start(user_client)
+    post_start(alice_client)
     minor = eid_broker.persons.MINOR
-    user_client.get(eid_broker.complete(minor))
+    alice_client.get(eid_broker.complete(minor))
     row = Identification.objects.get()
     assert row.social_security_number == minor.national_identity_number
     assert row.date_of_birth == minor.birth_date
@@ -128,119 +100,119 @@ def test_the_number_and_a_minor(
 
 
 @pytest.mark.django_db
-def test_a_receiver_rejects_a_minor(user_client: Client, eid_broker: EidBroker) -> None:
+def test_a_receiver_rejects_a_minor(alice_client: Client, eid_broker: EidBroker) -> None:
     def adults_only(sender: Any, identification: Identification, **kwargs: Any) -> None:
         if (identification.age or 0) < 18:
             raise IdentificationRejected("Adults only.")
 
-    signals.identification_succeeded.connect(adults_only, weak=False)
+    eid_signals.identification_succeeded.connect(adults_only, weak=False)
     try:
-        start(user_client)
-        response = user_client.get(eid_broker.complete(eid_broker.persons.MINOR))
+        post_start(alice_client)
+        response = alice_client.get(eid_broker.complete(eid_broker.persons.MINOR))
     finally:
-        signals.identification_succeeded.disconnect(adults_only)
+        eid_signals.identification_succeeded.disconnect(adults_only)
     assert response.status_code == 200
     assert "Adults only." in response.content.decode()
     assert Identification.objects.get().status == Status.REJECTED
 
 
 @pytest.mark.django_db
-def test_overrides_and_d_number(user_client: Client, eid_broker: EidBroker) -> None:
-    start(user_client)
-    user_client.get(eid_broker.complete(eid_broker.persons.D_NUMBER, first_name="Janusz"))
+def test_overrides_and_d_number(alice_client: Client, eid_broker: EidBroker) -> None:
+    post_start(alice_client)
+    alice_client.get(eid_broker.complete(eid_broker.persons.D_NUMBER, first_name="Janusz"))
     row = Identification.objects.get()
     assert (row.first_name, row.date_of_birth) == ("Janusz", eid_broker.persons.D_NUMBER.birth_date)
 
 
 @pytest.mark.django_db
-def test_abort_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
-    start(user_client)
-    response = user_client.get(eid_broker.abort())
+def test_abort_end_to_end(alice_client: Client, eid_broker: EidBroker, signals: Signals) -> None:
+    post_start(alice_client)
+    response = alice_client.get(eid_broker.abort())
     assert response.status_code == 302
     assert Identification.objects.get().status == Status.ABORTED
-    assert [name for name, _ in sent] == ["started", "aborted"]
+    assert signals.names == ["identification_started", "identification_aborted"]
 
 
 @pytest.mark.django_db
-def test_fail_end_to_end(user_client: Client, eid_broker: EidBroker, sent: list[Any]) -> None:
-    start(user_client)
+def test_fail_end_to_end(alice_client: Client, eid_broker: EidBroker, signals: Signals) -> None:
+    post_start(alice_client)
     session = eid_broker.pending()
     url = eid_broker.fail("LOGIN")
     # The sandbox fills [0], and [2] as in the other return URLs; no broker id in URLs.
     assert "status=LOGIN&externalId=" in url
     assert session.request_id not in url
-    response = user_client.get(url)
+    response = alice_client.get(url)
     assert response.status_code == 200  # the outcome page, with a way to try again
     assert reverse("django_eid:start") in response.content.decode()
     row = Identification.objects.get()
     assert url.endswith(f"&externalId={row.external_id}")
     assert (row.status, row.error_status, row.error_code) == (Status.ERROR, "LOGIN", "LOGIN")
     assert row.error_message
-    assert [name for name, _ in sent] == ["started", "failed"]
+    assert signals.names == ["identification_started", "identification_failed"]
     assert eid_broker.retrieve_requests == [session.request_id]  # the record confirmed it
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("record_status", ["TIMEOUT", "UNKNOWN"])
 def test_fail_with_each_published_status(
-    user_client: Client, eid_broker: EidBroker, sent: list[Any], record_status: str
+    alice_client: Client, eid_broker: EidBroker, signals: Signals, record_status: str
 ) -> None:
-    start(user_client)
+    post_start(alice_client)
     session = eid_broker.pending()
     url = eid_broker.fail("TIMEOUT", record_status=record_status)
     assert eid_broker.broker.session(session.request_id).status == record_status  # type: ignore[union-attr]
-    assert user_client.get(url).status_code == 200
+    assert alice_client.get(url).status_code == 200
     row = Identification.objects.get()
     assert (row.status, row.error_status) == (Status.ERROR, "TIMEOUT")  # the URL's [0]
     assert row.identity_provider == ""  # the record's UNKNOWN is no provider
-    assert [name for name, _ in sent] == ["started", "failed"]
+    assert signals.names == ["identification_started", "identification_failed"]
 
 
 @pytest.mark.django_db
 def test_a_session_invalidated_before_the_app_retrieves_it(
-    user_client: Client, eid_broker: EidBroker, sent: list[Any]
+    alice_client: Client, eid_broker: EidBroker, signals: Signals
 ) -> None:
-    start(user_client)
+    post_start(alice_client)
     url = eid_broker.complete()
     eid_broker.invalidate()  # used elsewhere first: the broker serves no identity any more
     assert eid_broker.sessions[0].status == "INVALIDATED"
-    user_client.get(url)
+    alice_client.get(url)
     row = Identification.objects.get()
     assert (row.status, row.error_status, row.name) == (Status.ERROR, "INVALIDATED", "")
-    assert [name for name, _ in sent] == ["started", "failed"]
+    assert signals.names == ["identification_started", "identification_failed"]
     with pytest.raises(LookupError):
         eid_broker.invalidate(request_id="no-such-session")
 
 
 @pytest.mark.django_db
 def test_an_error_url_of_another_session_is_refused(
-    user_client: Client, eid_broker: EidBroker, sent: list[Any]
+    alice_client: Client, eid_broker: EidBroker, signals: Signals
 ) -> None:
-    start(user_client)
-    start(user_client)
+    post_start(alice_client)
+    post_start(alice_client)
     first, second = eid_broker.sessions
     url = eid_broker.fail("LOGIN", request_id=second.request_id)
     # The first session's Error URL, with the ids the broker filled in for the second.
     first_path = urlsplit(first.return_urls["Error"]).path
-    response = user_client.get(f"{first_path}?{urlsplit(url).query}")
+    response = alice_client.get(f"{first_path}?{urlsplit(url).query}")
     assert response.status_code == 400
     assert "did not match" in response.content.decode()
     assert [r.status for r in Identification.objects.order_by("pk")] == [Status.PENDING] * 2
     assert eid_broker.retrieve_requests == []
-    assert [name for name, _ in sent] == ["started", "started"]
+    assert signals.names == ["identification_started", "identification_started"]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("device", ["the one that started", "another one"])
 def test_an_app_switch_end_to_end(
-    django_user_model: Any, eid_broker: EidBroker, sent: list[Any], device: str
+    django_user_model: Any, eid_broker: EidBroker, signals: Signals, device: str
 ) -> None:
     """Identified in the broker's app, back in another browser: the row is settled from the
     status call and the record, and completed only for the device that started."""
     user_agent = "Mozilla/5.0 (Android 14) Browser/1.0"
     starting = Client(HTTP_USER_AGENT=user_agent)  # REMOTE_ADDR 127.0.0.1
     starting.force_login(django_user_model.objects.create_user("kari"))
-    start(starting)
+    post_start(starting)
     session = eid_broker.pending()
     same = device == "the one that started"
     url = eid_broker.complete(
@@ -260,32 +232,34 @@ def test_an_app_switch_end_to_end(
             user_agent,
             "127.0.0.1",
         )
-        assert [name for name, _ in sent] == ["started", "succeeded"]
+        assert signals.names == ["identification_started", "identification_succeeded"]
     else:
         assert row.status == Status.PENDING
-        assert [name for name, _ in sent] == ["started"]
+        assert signals.names == ["identification_started"]
         assert starting.get(url).status_code == 302  # the browser that started completes it
         assert Identification.objects.get().status == Status.SUCCESS
 
 
 @pytest.mark.django_db
-def test_iframe_display_sends_the_parent_domain(user_client: Client, eid_broker: EidBroker) -> None:
-    response = user_client.post(reverse("django_eid:start"), {"display": "iframe"}, follow=True)
+def test_iframe_display_sends_the_parent_domain(
+    alice_client: Client, eid_broker: EidBroker
+) -> None:
+    response = alice_client.post(reverse("django_eid:start"), {"display": "iframe"}, follow=True)
     assert response.status_code == 200
     assert response.templates[0].name == "django_eid/iframe.html"
     (body,) = eid_broker.create_requests
     assert body["iFrame"] == {"Domain": "testserver", "WebMessaging": False}
     assert body["domain"] == "testserver"
     assert eid_broker.pending().iframe_domain == "testserver"
-    response = user_client.get(eid_broker.complete())
+    response = alice_client.get(eid_broker.complete())
     assert Identification.objects.get().status == Status.SUCCESS
 
 
 # -- breaking the broker on purpose ------------------------------------------------------------
 @pytest.mark.django_db
-def test_create_fails(user_client: Client, eid_broker: EidBroker) -> None:
+def test_create_fails(alice_client: Client, eid_broker: EidBroker) -> None:
     eid_broker.fail_next("create", 503)
-    response = user_client.post(reverse("django_eid:start"))
+    response = alice_client.post(reverse("django_eid:start"))
     assert response.status_code == 503
     assert Identification.objects.get().status == Status.ERROR
     assert eid_broker.sessions == []
@@ -294,44 +268,43 @@ def test_create_fails(user_client: Client, eid_broker: EidBroker) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("no_backoff")
-def test_retrieve_fails_then_recovers(user_client: Client, eid_broker: EidBroker) -> None:
-    start(user_client)
+def test_retrieve_fails_then_recovers(alice_client: Client, eid_broker: EidBroker) -> None:
+    post_start(alice_client)
     url = eid_broker.complete()
     eid_broker.fail_next("retrieve", exception=requests.ConnectionError("down"), times=3)
-    assert user_client.get(url).status_code == 503
+    assert alice_client.get(url).status_code == 503
     assert Identification.objects.get().status == Status.PENDING
-    assert user_client.get(url).status_code == 302  # reloading works once the broker is back
+    assert alice_client.get(url).status_code == 302  # reloading works once the broker is back
     assert Identification.objects.get().status == Status.SUCCESS
 
 
 @pytest.mark.django_db
-def test_a_revoked_token_is_renewed_once(user_client: Client, eid_broker: EidBroker) -> None:
-    start(user_client)
+def test_a_revoked_token_is_renewed_once(alice_client: Client, eid_broker: EidBroker) -> None:
+    post_start(alice_client)
     eid_broker.revoke_tokens()
-    user_client.get(eid_broker.complete())
+    alice_client.get(eid_broker.complete())
     assert Identification.objects.get().status == Status.SUCCESS
     assert eid_broker.token_requests == 2
 
 
 @pytest.mark.django_db
-def test_token_failure_bodies(user_client: Client, eid_broker: EidBroker) -> None:
+def test_token_failure_bodies(alice_client: Client, eid_broker: EidBroker) -> None:
     eid_broker.fail_next("token", 400, body={"error": "invalid_scope"})
-    assert user_client.post(reverse("django_eid:start")).status_code == 502
+    assert alice_client.post(reverse("django_eid:start")).status_code == 502
     eid_broker.fail_next("token", 500, body="<html>oops</html>")
-    assert user_client.post(reverse("django_eid:start")).status_code == 503
+    assert alice_client.post(reverse("django_eid:start")).status_code == 503
     with pytest.raises(ValueError, match="unknown endpoint"):
         eid_broker.fail_next("nope", 500)  # type: ignore[arg-type]
 
 
 @pytest.mark.django_db
-def test_an_outage_lasts_until_healed(user_client: Client, eid_broker: EidBroker) -> None:
+def test_an_outage_lasts_until_healed(alice_client: Client, eid_broker: EidBroker) -> None:
     eid_broker.fail_next("create", 503, headers={"Retry-After": "120"}, times=None)
     for _ in range(3):
-        assert user_client.post(reverse("django_eid:start")).status_code == 503
+        assert alice_client.post(reverse("django_eid:start")).status_code == 503
     assert len(eid_broker.create_requests) == 3
     eid_broker.heal()
-    assert user_client.post(reverse("django_eid:start")).status_code == 302
+    assert alice_client.post(reverse("django_eid:start")).status_code == 302
     assert len(eid_broker.sessions) == 1
 
 
@@ -350,28 +323,27 @@ def test_injected_answers_queue_then_the_lasting_one(eid_broker: EidBroker) -> N
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("no_backoff")
 def test_an_exception_class_is_raised_fresh_each_call(
-    user_client: Client, eid_broker: EidBroker
+    alice_client: Client, eid_broker: EidBroker
 ) -> None:
     # A connect timeout is retried (the request never left): three attempts, three raises.
     eid_broker.inject("create", exception=requests.ConnectTimeout, times=3)
-    assert user_client.post(reverse("django_eid:start")).status_code == 503
+    assert alice_client.post(reverse("django_eid:start")).status_code == 503
     assert len(eid_broker.create_requests) == 3
-    assert user_client.post(reverse("django_eid:start")).status_code == 302
+    assert alice_client.post(reverse("django_eid:start")).status_code == 302
 
 
 @pytest.mark.django_db
-def test_a_hostile_record_for_one_session(user_client: Client, eid_broker: EidBroker) -> None:
-    start(user_client)
+def test_a_hostile_record_for_one_session(alice_client: Client, eid_broker: EidBroker) -> None:
+    post_start(alice_client)
     success_url = eid_broker.complete()
     request_id = eid_broker.sessions[-1].request_id
     record = record_of(eid_broker.persons.NORWEGIAN, request_id)
     eid_broker.inject("retrieve", body={**record, "RequestId": "another"}, request_id=request_id)
-    assert user_client.get(success_url).status_code == 502
+    assert alice_client.get(success_url).status_code == 502
     assert Identification.objects.get().status == Status.PENDING
     eid_broker.heal(request_id=request_id)
-    assert user_client.get(success_url).status_code == 302
+    assert alice_client.get(success_url).status_code == 302
     assert Identification.objects.get().status == Status.SUCCESS
 
 
@@ -443,10 +415,10 @@ def test_the_plugin_imports_without_django() -> None:
 
 SITE_TEST = """
     from django.urls import reverse
-    from django_eid import signals
+    from django_eid import signals as eid_signals
 
     verified = []
-    signals.identification_succeeded.connect(
+    eid_signals.identification_succeeded.connect(
         lambda identification, **kw: verified.append(identification.last_name), weak=False
     )
 

@@ -1,5 +1,7 @@
-"""The read-only admin (``django_eid/admin.py``): the changelist's filters, search, counts
-and bounded queries, and the change page that shows everything and edits nothing."""
+"""The read-only admin (``django_eid/admin.py``): the changelist's filters, search (with the
+site's own user model too), counts and bounded queries, and the change page that shows
+everything, the number masked, and edits nothing. A number under a lost key:
+``tests/models/test_lost_key.py``; broker texts shown scrubbed: ``tests/privacy/``."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.admin import site
+from django.core.exceptions import FieldDoesNotExist
 from django.db import connection
-from django.test import Client
+from django.db.models import Q
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -72,7 +77,7 @@ def listed(response: Any) -> set[int]:
 
 
 def test_the_changelist_lists_filters_and_searches(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     response = superuser_client.get(CHANGELIST)
@@ -90,7 +95,7 @@ def test_the_changelist_lists_filters_and_searches(
 
 
 def test_the_search_matches_exact_values_of_indexed_columns(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=kari.pk).update(identity_provider_unique_id="pid-kari")
@@ -117,7 +122,7 @@ def test_the_search_matches_exact_values_of_indexed_columns(
 
 
 def test_the_search_box_says_what_it_matches(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     html = superuser_client.get(CHANGELIST).content.decode()
     assert 'id="searchbar"' in html
@@ -153,7 +158,6 @@ PAGES: list[dict[str, str]] = [
 
 @pytest.mark.parametrize("params", PAGES, ids=lambda p: "&".join(p) or "all")
 def test_the_changelist_runs_a_fixed_number_of_bounded_queries(
-    broker_api: str,
     superuser_client: Client,
     rows: list[Identification],
     params: dict[str, str],
@@ -179,7 +183,6 @@ def test_the_changelist_runs_a_fixed_number_of_bounded_queries(
 
 
 def test_a_count_past_the_limit_is_shown_as_more_than(
-    broker_api: str,
     superuser_client: Client,
     rows: list[Identification],
     monkeypatch: pytest.MonkeyPatch,
@@ -203,7 +206,6 @@ def test_a_count_past_the_limit_is_shown_as_more_than(
 
 
 def test_an_unfiltered_list_shows_the_estimate_of_a_large_table(
-    broker_api: str,
     superuser_client: Client,
     rows: list[Identification],
     monkeypatch: pytest.MonkeyPatch,
@@ -260,7 +262,7 @@ def test_the_provider_filter_offers_the_apis_providers_without_a_query(
 
 
 def test_the_date_filter_has_fixed_ranges(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=sven.pk).update(
@@ -290,7 +292,7 @@ def test_the_date_filter_has_fixed_ranges(
     ],
 )
 def test_a_url_filters_only_by_the_filters_lookups(
-    broker_api: str, superuser_client: Client, rows: list[Identification], lookup: str
+    superuser_client: Client, rows: list[Identification], lookup: str
 ) -> None:
     # Django's admin takes any local column's lookup from the URL: each a full read.
     assert superuser_client.get(CHANGELIST, {lookup: "x"}).status_code == 400
@@ -299,7 +301,7 @@ def test_a_url_filters_only_by_the_filters_lookups(
 
 
 def test_the_list_is_newest_first_and_sorts_only_by_indexed_columns(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari, sven = rows
     Identification.objects.filter(pk=kari.pk).update(
@@ -315,7 +317,7 @@ def test_the_list_is_newest_first_and_sorts_only_by_indexed_columns(
 
 
 def test_the_change_page_is_read_only_and_masks_the_number(
-    broker_api: str, superuser_client: Client, rows: list[Identification]
+    superuser_client: Client, rows: list[Identification]
 ) -> None:
     kari = rows[0]
     url = f"{CHANGELIST}{kari.pk}/change/"
@@ -323,7 +325,8 @@ def test_the_change_page_is_read_only_and_masks_the_number(
     assert response.status_code == 200
     html = response.content.decode()
     assert SSN not in html
-    assert SSN[:6] + "\u2022" * 5 in html
+    assert SSN[:6] + "\u2022" * 5 in html  # the date of birth's digits only
+    assert SSN[-5:] not in html
     assert "Nordmann, Kari Marie" in html
     assert "req-1" in html
     form = response.context["adminform"].form
@@ -337,9 +340,43 @@ def test_the_change_page_is_read_only_and_masks_the_number(
 
 
 def test_a_staff_user_without_permission_sees_nothing(
-    broker_api: str, django_user_model: Any, rows: list[Identification]
+    django_user_model: Any, rows: list[Identification]
 ) -> None:
     staff = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
     client = Client()
     client.force_login(staff)
     assert client.get(CHANGELIST).status_code == 403
+
+
+def test_the_search_uses_the_user_models_own_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[Q] = []
+
+    class Accounts:
+        @staticmethod
+        def filter(match: Q) -> Any:
+            asked.append(match)
+            return Identification.objects.none().values_list("pk", flat=True)
+
+    class Meta:
+        @staticmethod
+        def get_field(name: str) -> object:
+            if name != "customer_number":
+                raise FieldDoesNotExist(name)
+            return object()
+
+    class BankUser:  # USERNAME_FIELD is a customer number, there is no e-mail field
+        USERNAME_FIELD = "customer_number"
+        _meta = Meta()
+        _default_manager = Accounts()
+
+        @classmethod
+        def get_email_field_name(cls) -> str:
+            return "email"
+
+    monkeypatch.setattr(eid_admin, "get_user_model", lambda: BankUser)
+    model_admin = eid_admin.IdentificationAdmin(Identification, site)
+    queryset, _ = model_admin.get_search_results(
+        RequestFactory().get("/"), Identification.objects.all(), "kari@example.com"
+    )
+    assert list(queryset) == []
+    assert asked == [Q(customer_number="kari@example.com")]

@@ -4,7 +4,8 @@ Each built-in sandbox person identifies (start, then the broker's Success URL) w
 ``GET_SOCIAL_SECURITY_NUMBER`` on; the row must hold the number in its canonical form, the
 country and kind it is, and the person's declared date of birth, read from the number
 (which carries the century) and cross-checked with the record's two-digit ``DateOfBirth``.
-Records the sandbox would not send are answered with ``eid_broker.inject``.
+Records the sandbox would not send are answered with ``eid_broker.inject``: v1's records (the
+default API; what each API's record maps to: ``tests/brokers/``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from django_eid.models import Identification
 from django_eid.sandbox.broker import record_of
 from django_eid.sandbox.persons import Person
 from django_eid.testing import EidBroker
+from tests.privacy.helpers import everything_logged
 
 pytestmark = pytest.mark.django_db
 
@@ -84,22 +86,34 @@ def identify_with_record(
     return Identification.objects.get()
 
 
-def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
-    parts = [caplog.text]
-    for record in caplog.records:
-        parts += [record.getMessage(), repr(record.args), record.exc_text or ""]
-    return "\n".join(parts)
-
-
 # -- every built-in person ---------------------------------------------------------------------
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize("key", sorted(EXPECTED))
 def test_each_persons_number_country_kind_and_birth_date(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, key: str
+    alice_client: Client, eid_broker: EidBroker, key: str
 ) -> None:
     person = getattr(eid_broker.persons, key)
+    assert_stored(identify(alice_client, eid_broker, person), person, key)
+
+
+#: One person of each country: the OpenID presets name each country's number differently.
+EACH_COUNTRY = ["NORWEGIAN", "SWEDISH", "DANISH", "FINNISH"]
+
+
+@pytest.mark.usefixtures("with_numbers")
+@pytest.mark.parametrize("key", EACH_COUNTRY)
+def test_each_api_s_record_gives_the_same_number_country_kind_and_birth_date(
+    broker_api: str, alice_client: Client, eid_broker: EidBroker, key: str
+) -> None:
+    # v1's SocialSecurityNumber, the successors' fields, each OpenID preset's claim for the
+    # eID of each country (socialno, ssn, cprNumberIdentifier, hetu ...): stored the same.
+    person = getattr(eid_broker.persons, key)
+    assert_stored(identify(alice_client, eid_broker, person), person, key)
+
+
+def assert_stored(row: Identification, person: Person, key: str) -> None:
+    """``row`` holds the number of ``person`` (the built-in ``key``) as :data:`EXPECTED` says."""
     country, kind, prefix = EXPECTED[key]
-    row = identify(alice_client, eid_broker, person)
     assert row.status == Status.SUCCESS
     assert (row.national_id_country, row.national_id_kind) == (country, kind)
     assert row.date_of_birth == person.birth_date
@@ -112,13 +126,13 @@ def test_each_persons_number_country_kind_and_birth_date(
     assert "SocialSecurityNumber" not in row.raw
 
 
-def test_every_built_in_person_is_covered(broker_api: str, eid_broker: EidBroker) -> None:
+def test_every_built_in_person_is_covered(eid_broker: EidBroker) -> None:
     assert {person.key for person in eid_broker.persons} == set(EXPECTED)
 
 
 @pytest.mark.usefixtures("with_numbers")
 def test_the_centenarian_is_born_in_1924_not_2024(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     person = eid_broker.persons.CENTENARIAN
     assert person.date_of_birth == "170524"  # the record's two digits would say 2024
@@ -132,7 +146,6 @@ def test_the_centenarian_is_born_in_1924_not_2024(
 
 
 # -- canonical forms -------------------------------------------------------------------------
-@pytest.mark.apis("v1", reason="v1 records (ddMMyy dates, v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize(
     ("key", "as_sent", "canonical"),
@@ -149,7 +162,6 @@ def test_the_centenarian_is_born_in_1924_not_2024(
     ids=["swedish-hyphen", "swedish-ten-digits", "swedish-plus", "danish-hyphen", "spaces"],
 )
 def test_a_number_is_stored_in_its_canonical_form(
-    broker_api: str,
     alice_client: Client,
     eid_broker: EidBroker,
     key: str,
@@ -172,12 +184,11 @@ def test_a_number_is_stored_in_its_canonical_form(
 
 
 # -- DateOfBirth and the number --------------------------------------------------------------
-@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize("key", ["NORWEGIAN", "CENTENARIAN", "D_NUMBER"])
 @pytest.mark.parametrize("how", ["missing", "null"])
 def test_without_date_of_birth_the_date_comes_from_the_number(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, key: str, how: str
+    alice_client: Client, eid_broker: EidBroker, key: str, how: str
 ) -> None:
     person = getattr(eid_broker.persons, key)
 
@@ -193,10 +204,9 @@ def test_without_date_of_birth_the_date_comes_from_the_number(
     assert row.national_id_country == EXPECTED[key][0]
 
 
-@pytest.mark.apis("v1", reason="v1 records (ddMMyy dates, v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_a_date_of_birth_disagreeing_with_the_number_yields_to_it_and_is_logged(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     person = eid_broker.persons.NORWEGIAN  # born 14 March 1985
@@ -233,7 +243,7 @@ def test_a_date_of_birth_disagreeing_with_the_number_yields_to_it_and_is_logged(
 
 @pytest.mark.usefixtures("with_numbers")
 def test_an_agreeing_date_of_birth_logs_no_warning(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
+    alice_client: Client, eid_broker: EidBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="django_eid"):
         row = identify(alice_client, eid_broker, eid_broker.persons.D_NUMBER)
@@ -249,7 +259,6 @@ def bad_check_digit(number: str) -> str:
     return number[:-1] + changed
 
 
-@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 @pytest.mark.parametrize(
     ("key", "date_of_birth", "expected"),
@@ -261,7 +270,6 @@ def bad_check_digit(number: str) -> str:
     ],
 )
 def test_an_invalid_number_is_stored_as_received_without_country_or_kind(
-    broker_api: str,
     alice_client: Client,
     eid_broker: EidBroker,
     key: str,
@@ -284,10 +292,9 @@ def test_an_invalid_number_is_stored_as_received_without_country_or_kind(
 
 
 # -- without the number --------------------------------------------------------------------
-@pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 @pytest.mark.parametrize("key", ["NORWEGIAN", "SWEDISH", "DANISH", "FINNISH", "D_NUMBER"])
 def test_without_get_social_security_number_nothing_of_the_number_is_stored(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None], key: str
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None], key: str
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=False)
     person = getattr(eid_broker.persons, key)
@@ -303,9 +310,8 @@ def test_without_get_social_security_number_nothing_of_the_number_is_stored(
     assert not [k for k in row.raw if k.lower() == "socialsecuritynumber"]
 
 
-@pytest.mark.apis("v1", reason="v1's GetSocialSecurityNumber")
 def test_without_get_social_security_number_an_unasked_number_is_not_stored(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
+    alice_client: Client, eid_broker: EidBroker, eid: Callable[..., None]
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=False)
     person = eid_broker.persons.NORWEGIAN
@@ -324,10 +330,9 @@ def test_without_get_social_security_number_an_unasked_number_is_not_stored(
 
 
 # -- retention ------------------------------------------------------------------------------
-@pytest.mark.apis("v1", reason="v1 records (v1 provider names)")
 @pytest.mark.usefixtures("with_numbers")
 def test_eid_purge_anonymize_blanks_the_country_and_kind(
-    broker_api: str, alice_client: Client, eid_broker: EidBroker
+    alice_client: Client, eid_broker: EidBroker
 ) -> None:
     row = identify(alice_client, eid_broker, eid_broker.persons.SWEDISH_COORDINATION)
     assert (row.national_id_country, row.national_id_kind) == ("SE", "samordningsnummer")

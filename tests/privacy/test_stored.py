@@ -1,107 +1,44 @@
-"""The national identity number and the broker credentials never reach a log line."""
+"""Personal data in what is stored: broker texts (error messages, ``MetaData``, any string of
+any API's record) are stored and shown scrubbed, and ``raw``/``metadata`` are capped; the
+number is stored encrypted and appears nowhere in clear (rows, URLs, the session); the start
+keeps a keyed hash of the browser, never its address or user agent. What is logged and
+reported: ``test_logs_and_reports.py``; the scrubber itself: ``test_scrub.py``.
+
+What each broker API's record leaves in ``raw`` differs (the REST APIs' records, OpenID
+Connect's claims), and so does how a broker words an error: the tests of ``raw`` and of an
+error message run with each API (``broker_api``).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.test import Client
 
-from django_eid import signals
 from django_eid.brokers import eidhub, v1, v2
 from django_eid.conf import eid_settings
 from django_eid.models import MAX_JSON_BYTES, Identification
 from django_eid.records import IdentificationRecord
 from tests.fixtures_broker import (
-    ACCESS_TOKEN,
-    BASIC_CREDENTIALS,
     SSN,
     ScriptedBroker,
     expected,
     record,
 )
 from tests.fixtures_client import SECRET as CLIENT_SECRET
-from tests.fixtures_views import Started
+from tests.fixtures_views import Started, logged_in
+from tests.privacy.helpers import USER_AGENT, everything_logged
 
 pytestmark = pytest.mark.django_db
 
-SECRETS = (SSN, CLIENT_SECRET, BASIC_CREDENTIALS, ACCESS_TOKEN)
-
-
-def everything_logged(caplog: pytest.LogCaptureFixture) -> str:
-    """Every message, its arguments and any traceback, as text."""
-    parts = [caplog.text]
-    for entry in caplog.records:
-        parts += [entry.getMessage(), repr(entry.args), entry.exc_text or ""]
-    return "\n".join(parts)
-
-
-@pytest.fixture
-def crashing_receiver() -> Iterator[None]:
-    """A receiver that crashes after reading the number (its message is the site's business)."""
-
-    def crash(identification: Identification, **kwargs: Any) -> None:
-        assert identification.social_security_number == SSN
-        raise ValueError("receiver bug")
-
-    signals.identification_succeeded.connect(crash, weak=False, dispatch_uid="test-privacy")
-    yield
-    signals.identification_succeeded.disconnect(dispatch_uid="test-privacy")
-
-
-@pytest.mark.apis("v1", reason="v1's create request")
-def test_no_log_line_of_the_flow_holds_the_number_or_a_secret(
-    broker_api: str,
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    caplog: pytest.LogCaptureFixture,
-    crashing_receiver: None,
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    eid(GET_SOCIAL_SECURITY_NUMBER=True)
-
-    # Success, with a receiver crash, then a replay.
-    ok = start(next="/account/")
-    broker.will_return(ok.request_id)
-    assert alice_client.get(ok.success_url()).status_code == 302
-    assert alice_client.get(ok.success_url()).status_code == 302
-    assert ok.refresh().social_security_number == SSN
-
-    # In progress, then a record of another session, then a refused status.
-    refused = start()
-    broker.will_return(refused.request_id, "CREATED")
-    broker.will_answer(refused.request_id, json={"RequestId": "other", "SocialSecurityNumber": SSN})
-    broker.will_return(refused.request_id, "TIMEOUT")
-    assert alice_client.get(refused.success_url()).status_code == 409
-    assert alice_client.get(refused.success_url()).status_code == 502
-    assert alice_client.get(refused.success_url()).status_code == 200
-
-    # A record that breaks the contract, with the number in it.
-    broken = start()
-    broker.will_answer(broken.request_id, json={"RequestId": broken.request_id, "Name": 12})
-    assert alice_client.get(broken.success_url()).status_code == 502
-
-    # Error, abort, tampering, another browser, expiry.
-    failed = start()
-    broker.will_return(failed.request_id, "ERROR")
-    assert alice_client.get(failed.error_url()).status_code == 200
-    aborted = start()
-    assert alice_client.get(aborted.abort_url(p2="0" * 32)).status_code == 400
-    assert alice_client.get(aborted.abort_url()).status_code == 302
-    assert Client().get(broken.success_url()).status_code == 200  # interstitial
-
-    logged = everything_logged(caplog)
-    assert "Identification" in logged  # the flow did log
-    assert "receiver bug" in logged  # and so did the crash
-    for secret in SECRETS:
-        assert secret not in logged
-    assert broker.sent()["GetSocialSecurityNumber"] is True
-
+Status = Identification.Status
 
 # -- broker texts are stored scrubbed ---------------------------------------------------------
 
@@ -142,9 +79,7 @@ def test_an_error_message_quoting_the_number_is_stored_and_shown_scrubbed(
     assert no_digits_of_the_number(everything_logged(caplog))
 
 
-@pytest.mark.apis("v1", reason="v1's MetaData")
 def test_a_number_in_metadata_or_a_variant_key_is_stored_scrubbed(
-    broker_api: str,
     start: Callable[..., Started],
     broker: ScriptedBroker,
     alice_client: Client,
@@ -152,6 +87,7 @@ def test_a_number_in_metadata_or_a_variant_key_is_stored_scrubbed(
 ) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
+    # v1's MetaData (the default API).
     metadata = {"note": f"verified {SPACED}", "personalNumber": "not even well formed", "k": "v"}
     broker.will_return(
         started.request_id, MetaData=metadata, socialSecurityNo=SSN, Person={"nin": SSN}
@@ -183,9 +119,7 @@ def test_a_number_anywhere_in_any_api_s_record_is_stored_scrubbed(
     assert no_digits_of_the_number(json.dumps(row.raw))
 
 
-def test_the_admin_scrubs_rows_stored_before_the_scrubber(
-    broker_api: str, alice: Any, admin_client: Client
-) -> None:
+def test_the_admin_scrubs_rows_stored_before_the_scrubber(alice: Any, admin_client: Client) -> None:
     row = Identification.objects.create(
         user=alice,
         status=Identification.Status.ERROR,
@@ -238,12 +172,11 @@ def test_a_record_within_the_cap_is_stored_whole(
     assert size(row.raw) == MAX_JSON_BYTES
 
 
-@pytest.mark.apis("v1", reason="v1's MetaData")
 def test_huge_metadata_is_stored_as_a_marker(
-    broker_api: str, start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
-    broker.will_return(started.request_id, MetaData={"k": "é" * MAX_JSON_BYTES})
+    broker.will_return(started.request_id, MetaData={"k": "é" * MAX_JSON_BYTES})  # v1's
     alice_client.get(started.success_url())
     row = started.refresh()
     assert row.metadata["truncated"] is True
@@ -266,3 +199,73 @@ def row_raw_of(body: dict[str, Any]) -> dict[str, Any]:
 def size(value: dict[str, Any]) -> int:
     """The bytes of ``value`` as compact UTF-8 JSON, as the cap counts them."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+# -- the number, the browser --------------------------------------------------------------
+def test_the_number_is_stored_encrypted_and_shown_nowhere_in_clear(
+    start: Callable[..., Started],
+    alice_client: Client,
+    broker: ScriptedBroker,
+    eid: Callable[..., None],
+) -> None:
+    eid(GET_SOCIAL_SECURITY_NUMBER=True)
+    started = start(ends="success")
+    response = alice_client.get(started.success_url())
+    row = started.row
+    assert row.social_security_number == SSN  # readable in Python
+    assert "SocialSecurityNumber" not in row.raw
+    assert SSN not in repr(row.raw)
+    for text in (str(row), repr(row), repr(row.social_security_number), response["Location"]):
+        assert SSN not in text
+    for call in broker.mock.calls:  # the URLs the broker was called with
+        assert SSN not in call.request.url
+    for url in started.sent["ReturnUrls"].values():
+        assert SSN not in url
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_eid_identification")
+        stored = repr(cursor.fetchall())
+    assert SSN not in stored
+    assert hashlib.sha256(SSN.encode()).hexdigest() not in stored  # the lookup hash is keyed
+    assert Identification.objects.with_social_security_number(SSN).get() == row
+    session = alice_client.session
+    assert SSN not in repr(dict(session.items()))
+
+
+START_ADDRESS = "198.51.100.23"
+
+
+def test_the_start_keeps_a_keyed_hash_of_the_browser_not_its_address_or_user_agent(
+    start: Callable[..., Started], alice: AbstractBaseUser, broker: ScriptedBroker
+) -> None:
+    browser = logged_in(alice, HTTP_USER_AGENT=USER_AGENT, REMOTE_ADDR=START_ADDRESS)
+    started = start(client=browser, ends="success")
+    row = started.row
+    assert (row.ip_address, row.user_agent) == (None, "")
+    assert len(row.device_key) == 64
+    again = start(client=browser, ends="success").row.device_key
+    elsewhere = start(
+        client=logged_in(alice, REMOTE_ADDR=START_ADDRESS), ends="success"
+    ).row.device_key
+    assert again == row.device_key != elsewhere  # the same browser, the same key; not another
+    plain = f'["{START_ADDRESS}", "{USER_AGENT}"]'
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_eid_identification")
+        stored = repr(cursor.fetchall())
+    for value in (
+        START_ADDRESS,
+        USER_AGENT,
+        "PrivacySuite",
+        hashlib.sha256(plain.encode()).hexdigest(),
+    ):
+        assert value not in stored
+    # On completion the address and user agent are what the broker saw (EnvironmentInfo).
+    rid = started.request_id
+    seen = {"IPAddress": "192.0.2.44", "UserAgent": "BankID app/7.1"}
+    broker.answer_record(rid, record(rid, EnvironmentInfo=seen))
+    assert browser.get(started.success_url()).status_code == 302
+    row = started.row
+    assert (row.status, row.ip_address, row.user_agent) == (
+        Status.SUCCESS,
+        "192.0.2.44",
+        "BankID app/7.1",
+    )

@@ -16,11 +16,9 @@ import gc
 import re
 import tracemalloc
 from collections.abc import Callable
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.models import signals
@@ -30,6 +28,8 @@ from django.utils import timezone
 from django_eid import claims, crypto
 from django_eid.management.commands import eid_purge as purge_command
 from django_eid.models import Identification, PersonClaim
+from tests.commands.helpers import run
+from tests.models.stored import ciphertexts
 
 pytestmark = pytest.mark.django_db
 
@@ -40,12 +40,6 @@ RAW = {"Name": "Nordmann, Kari", "Padding": "x" * 1500}  # a record is a few kil
 
 class Boom(Exception):
     """Stands for a run killed in the middle of a batch."""
-
-
-def run(command: str, *args: str) -> str:
-    out = StringIO()
-    call_command(command, *args, stdout=out)
-    return out.getvalue()
 
 
 def make(
@@ -367,7 +361,7 @@ def test_reencrypt_killed_in_its_second_batch_resumes(
         run("eid_reencrypt", "--batch-size", "4")
     monkeypatch.undo()
 
-    stored = _ciphertexts()
+    stored = ciphertexts()
     assert [crypto.is_current(stored[pk]) for pk in pks] == [True] * 4 + [False] * 5
     # The claims moved with their rows, and only those.
     current = {
@@ -400,9 +394,3 @@ def test_reencrypt_names_at_most_twenty_unreadable_rows_and_counts_them_all(
     message = str(info.value)
     assert "23 identification(s) cannot be decrypted" in message
     assert re.search(rf"ids: {', '.join(map(str, pks[:20]))} and 3 more\)", message)
-
-
-def _ciphertexts() -> dict[int, str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT id, social_security_number FROM django_eid_identification")
-        return dict(cursor.fetchall())

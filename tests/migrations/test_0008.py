@@ -2,7 +2,7 @@
 
 A claim written under the provider's name gets the key ``claims.uid_key`` gives today; of
 two claims that now share a key (one person held by two accounts under two spellings of
-the provider), the first written stands. Runs as tests/test_migrations_0003.py does: back
+the provider), the first written stands. Runs as test_0003.py does: back
 to 0007, rows written through the historical models, 0008 applied, then the latest again.
 """
 
@@ -17,7 +17,7 @@ from django.db.migrations.state import StateApps
 from django.utils import timezone
 
 from django_eid.claims import uid_key_of
-from tests.test_migrations_0003 import APP, latest, migrate
+from tests.migrations.test_0003 import APP, latest, migrate
 
 BEFORE = [(APP, "0007_level_of_assurance")]
 AFTER = [(APP, "0008_person_keys_by_scheme")]

@@ -19,34 +19,21 @@ import pytest
 import responses
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
-from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from django_eid import crypto
 from django_eid.models import Identification, PersonClaim
-from tests import fixtures_client
+from tests.commands.helpers import run
 from tests.fixtures_client import SettingsWrapper, add_token, eid_settings_with
-from tests.fixtures_views import analyze_identifications
-
-broker = fixtures_client.broker
+from tests.fixtures_views import analyze_identifications, logged_in
+from tests.models.stored import stored_numbers
 
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status
 OLD_SECRET, NEW_SECRET = "the-old-secret-key-" + "o" * 40, "the-new-secret-key-" + "n" * 40
 KARI, OLA = "31127112345", "01018512345"
-
-
-def ciphertexts() -> dict[int, tuple[str | None, str | None]]:
-    """The number and its hash as stored, without decrypting."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, social_security_number, social_security_number_hash "
-            "FROM django_eid_identification ORDER BY id"
-        )
-        return {pk: (number, digest) for pk, number, digest in cursor.fetchall()}
 
 
 def make(user: Any, number: str | None, *, uid: str, minutes_ago: int = 0, **kw: Any) -> int:
@@ -90,12 +77,6 @@ def lost(kari: Any, settings: SettingsWrapper) -> int:
     return pk
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)  # after the rotation: the session is signed with the new key
-    return client
-
-
 # -- the model ------------------------------------------------------------------------------------
 def test_verified_for_answers_without_the_number(kari: Any, lost: int) -> None:
     row = Identification.objects.verified_for(kari, max_age=300)
@@ -118,28 +99,28 @@ def test_an_unreadable_number_is_an_explicit_value_never_equal_to_anything(lost:
     assert number != KARI
     assert number != ""
     assert number is not None
-    stored, _ = ciphertexts()[lost]
+    stored, _ = stored_numbers()[lost]
     for shown in (repr(number), str(number), f"{number}"):
         assert KARI not in shown
         assert (stored or "") not in shown
 
 
 def test_saving_an_unreadable_row_keeps_its_ciphertext_and_hash(lost: int) -> None:
-    before = ciphertexts()[lost]
+    before = stored_numbers()[lost]
     row = Identification.objects.get(pk=lost)
     row.name = "Nordmann, Kari Ann"
     row.save()
     row.save(update_fields=["social_security_number", "name"])
-    assert ciphertexts()[lost] == before
+    assert stored_numbers()[lost] == before
     # Validation (a form, full_clean()) must not turn it into a blank that is then saved.
     others = [f.name for f in Identification._meta.fields if f.name != "social_security_number"]
     row.clean_fields(exclude=others)
     row.save()
-    assert ciphertexts()[lost] == before
+    assert stored_numbers()[lost] == before
     reloaded = Identification.objects.defer("social_security_number").get(pk=lost)
     reloaded.error_message = "touched"
     reloaded.save()
-    assert ciphertexts()[lost] == before
+    assert stored_numbers()[lost] == before
 
 
 def test_the_old_key_put_back_reads_everything_again(lost: int, settings: SettingsWrapper) -> None:
@@ -238,7 +219,7 @@ def test_eid_purge_anonymizes_unreadable_rows(kari: Any, settings: SettingsWrapp
     out = StringIO()
     call_command("eid_purge", "--older-than", "90d", "--anonymize", stdout=out)
     assert "Anonymized 1 finished identification(s)" in out.getvalue()
-    assert ciphertexts()[pk] == (None, None)
+    assert stored_numbers()[pk] == (None, None)
 
 
 def test_eid_reencrypt_refuses_what_it_cannot_read_and_moves_the_rest(
@@ -250,7 +231,7 @@ def test_eid_reencrypt_refuses_what_it_cannot_read_and_moves_the_rest(
     readable = make(kari, OLA, uid="kept")
     lose_the_key(settings)
     settings.SECRET_KEY_FALLBACKS = ["a-kept-secret-key-" + "k" * 40]
-    before = ciphertexts()
+    before = stored_numbers()
     out = StringIO()
     with pytest.raises(CommandError) as info:
         call_command("eid_reencrypt", stdout=out)
@@ -260,7 +241,7 @@ def test_eid_reencrypt_refuses_what_it_cannot_read_and_moves_the_rest(
     assert "SECRET_KEY_FALLBACKS" in message
     assert "ENCRYPTION_KEYS" in message
     assert KARI not in message + out.getvalue()
-    after = ciphertexts()
+    after = stored_numbers()
     assert [after[pk] for pk in unreadable] == [before[pk] for pk in unreadable]  # untouched
     assert after[readable] != before[readable]
     assert crypto.is_current(after[readable][0] or "")
@@ -268,10 +249,10 @@ def test_eid_reencrypt_refuses_what_it_cannot_read_and_moves_the_rest(
 
     with pytest.raises(CommandError, match="2 identification"):
         call_command("eid_reencrypt", "--dry-run", stdout=StringIO())
-    assert ciphertexts() == after
+    assert stored_numbers() == after
 
     settings.SECRET_KEY_FALLBACKS = [OLD_SECRET]  # the lost key found again
-    assert "Re-encrypted 2 identification(s)" in _reencrypt()
+    assert "Re-encrypted 2 identification(s)" in run("eid_reencrypt")
     settings.SECRET_KEY_FALLBACKS = []
     assert [Identification.objects.get(pk=pk).social_security_number for pk in unreadable] == [
         KARI,
@@ -279,16 +260,10 @@ def test_eid_reencrypt_refuses_what_it_cannot_read_and_moves_the_rest(
     ]
 
 
-def _reencrypt() -> str:
-    out = StringIO()
-    call_command("eid_reencrypt", stdout=out)
-    return out.getvalue()
-
-
 def test_eid_check_names_the_unreadable_rows_and_fails(
-    kari: Any, lost: int, broker: responses.RequestsMock
+    kari: Any, lost: int, wire: responses.RequestsMock
 ) -> None:
-    add_token(broker, "tok-check", expires_in=3600)
+    add_token(wire, "tok-check", expires_in=3600)
     readable = make(kari, OLA, uid="new")
     out, err = StringIO(), StringIO()
     with pytest.raises(CommandError) as info:
@@ -306,11 +281,11 @@ def test_eid_check_names_the_unreadable_rows_and_fails(
 
 
 def test_eid_check_is_quiet_when_every_number_reads(
-    kari: Any, broker: responses.RequestsMock, settings: SettingsWrapper
+    kari: Any, wire: responses.RequestsMock, settings: SettingsWrapper
 ) -> None:
     make(kari, KARI, uid="kari-uid")
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = NEW_SECRET, [OLD_SECRET]
-    add_token(broker, "tok-check", expires_in=3600)
+    add_token(wire, "tok-check", expires_in=3600)
     out = StringIO()
     call_command("eid_check", stdout=out, stderr=StringIO())
     assert "Stored national identity numbers: 1, all readable" in out.getvalue()

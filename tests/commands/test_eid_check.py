@@ -14,7 +14,6 @@ from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 
 from django_eid.client import EidClient
-from tests import fixtures_client
 from tests.fixtures_client import (
     BASIC,
     SECRET,
@@ -25,11 +24,8 @@ from tests.fixtures_client import (
     token_calls,
 )
 
-# The command also tries the encryption keys on the stored numbers (tests/test_lost_key.py).
+# The command also tries the encryption keys on the stored numbers (tests/models/test_lost_key.py).
 pytestmark = pytest.mark.django_db
-
-broker = fixtures_client.broker
-no_backoff = fixtures_client.no_backoff
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJjbGllbnRfaWQiOiJ0ZXN0In0.c2lnbmF0dXJlLXZhbHVl"
 
@@ -52,8 +48,8 @@ def fail() -> str:
     return message
 
 
-def test_a_working_setup_is_reported(broker: responses.RequestsMock) -> None:
-    add_token(broker, TOKEN, expires_in=3600)
+def test_a_working_setup_is_reported(wire: responses.RequestsMock) -> None:
+    add_token(wire, TOKEN, expires_in=3600)
     out, err = run()
     assert "Broker API: v1" in out
     assert "Token endpoint: https://auth.broker.test/oauth/connect/token" in out
@@ -64,35 +60,35 @@ def test_a_working_setup_is_reported(broker: responses.RequestsMock) -> None:
     for text in (out, err):
         assert TOKEN not in text
         assert SECRET not in text
-    (call,) = broker.calls
+    (call,) = wire.calls
     assert call.request.headers["Authorization"] == BASIC
 
 
-def test_a_fresh_token_is_fetched_even_when_one_is_cached(broker: responses.RequestsMock) -> None:
-    add_token(broker, "tok-cached")
-    add_token(broker, TOKEN)
+def test_a_fresh_token_is_fetched_even_when_one_is_cached(wire: responses.RequestsMock) -> None:
+    add_token(wire, "tok-cached")
+    add_token(wire, TOKEN)
     client = EidClient()
     client.get_token()
     run()
-    assert len(token_calls(broker)) == 2
+    assert len(token_calls(wire)) == 2
     # The check does not replace the token the site is using.
     assert caches["default"].get(client.tokens.key)["access_token"] == "tok-cached"
 
 
-def test_all_scopes_are_listed(settings: SettingsWrapper, broker: responses.RequestsMock) -> None:
+def test_all_scopes_are_listed(settings: SettingsWrapper, wire: responses.RequestsMock) -> None:
     settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "event"], TOKEN_AUTH_METHOD="post")
-    add_token(broker)
+    add_token(wire)
     out, _ = run()
     assert "Scopes asked: identify event" in out
     assert "Client authentication: post" in out
-    assert "Authorization" not in broker.calls[0].request.headers
+    assert "Authorization" not in wire.calls[0].request.headers
 
 
 def test_invalid_scope_names_the_scopes(
-    settings: SettingsWrapper, broker: responses.RequestsMock
+    settings: SettingsWrapper, wire: responses.RequestsMock
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(SCOPES=["identify", "document_file"])
-    broker.add(
+    wire.add(
         responses.POST,
         TOKEN_URL,
         status=400,
@@ -113,9 +109,9 @@ def test_invalid_scope_names_the_scopes(
     ],
 )
 def test_bad_credentials_say_so(
-    broker: responses.RequestsMock, status: int, answer: dict[str, Any]
+    wire: responses.RequestsMock, status: int, answer: dict[str, Any]
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, status=status, **answer)
+    wire.add(responses.POST, TOKEN_URL, status=status, **answer)
     message = fail()
     assert message.startswith("Bad credentials")
     assert "test-client" in message
@@ -130,18 +126,16 @@ def test_bad_credentials_say_so(
     ],
 )
 def test_an_unreachable_broker_says_so(
-    broker: responses.RequestsMock, no_backoff: list[float], failure: dict[str, Any]
+    wire: responses.RequestsMock, failure: dict[str, Any]
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, **failure)
+    wire.add(responses.POST, TOKEN_URL, **failure)
     message = fail()
     assert message.startswith("Broker unreachable")
     assert TOKEN_URL in message
-    assert len(broker.calls) == 3
+    assert len(wire.calls) == 3
 
 
-def test_a_refused_connection_on_loopback(
-    settings: SettingsWrapper, no_backoff: list[float]
-) -> None:
+def test_a_refused_connection_on_loopback(settings: SettingsWrapper) -> None:
     with socket.socket() as sock:  # a port that nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -153,9 +147,7 @@ def test_a_refused_connection_on_loopback(
     assert "sandbox" not in message  # not this site's own sandbox
 
 
-def test_the_site_s_own_sandbox_needs_its_running_server(
-    settings: SettingsWrapper, no_backoff: list[float]
-) -> None:
+def test_the_site_s_own_sandbox_needs_its_running_server(settings: SettingsWrapper) -> None:
     with socket.socket() as sock:  # the development server is not running
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -178,8 +170,8 @@ def test_the_site_s_own_sandbox_needs_its_running_server(
         ({"status": 302, "headers": {"Location": "https://evil.test/"}}, "Unexpected answer"),
     ],
 )
-def test_other_failures(broker: responses.RequestsMock, answer: dict[str, Any], start: str) -> None:
-    broker.add(responses.POST, TOKEN_URL, **answer)
+def test_other_failures(wire: responses.RequestsMock, answer: dict[str, Any], start: str) -> None:
+    wire.add(responses.POST, TOKEN_URL, **answer)
     assert fail().startswith(start)
 
 
@@ -193,7 +185,7 @@ def test_other_failures(broker: responses.RequestsMock, answer: dict[str, Any], 
 )
 def test_configuration_errors(
     settings: SettingsWrapper,
-    broker: responses.RequestsMock,
+    wire: responses.RequestsMock,
     overrides: dict[str, Any],
     check_id: str,
 ) -> None:
@@ -201,22 +193,22 @@ def test_configuration_errors(
     message = fail()
     assert message.startswith("Configuration error")
     assert check_id in message
-    assert len(broker.calls) == 0
+    assert len(wire.calls) == 0
 
 
-def test_warnings_are_shown_but_do_not_fail(broker: responses.RequestsMock, settings: Any) -> None:
+def test_warnings_are_shown_but_do_not_fail(wire: responses.RequestsMock, settings: Any) -> None:
     # http:// outside DEBUG is a warning (W001), whatever cache the suite runs on.
     settings.DJANGO_EID = {**settings.DJANGO_EID, "BASE_URL": "http://api.broker.test"}
-    add_token(broker)
+    add_token(wire)
     out, err = run()
     assert "django_eid.W001" in err
     assert "Bearer" in out
 
 
 def test_exit_status_from_the_command_line(
-    broker: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
+    wire: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    broker.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
+    wire.add(responses.POST, TOKEN_URL, status=400, json={"error": "invalid_scope"})
     with pytest.raises(SystemExit) as info:
         execute_from_command_line(["manage.py", "eid_check"])
     assert info.value.code != 0
@@ -228,9 +220,9 @@ def test_exit_status_from_the_command_line(
 
 
 def test_success_from_the_command_line(
-    broker: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
+    wire: responses.RequestsMock, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    add_token(broker, TOKEN)
+    add_token(wire, TOKEN)
     execute_from_command_line(["manage.py", "eid_check"])
     captured = capsys.readouterr()
     assert "Lifetime: 3600 s" in captured.out
@@ -238,7 +230,7 @@ def test_success_from_the_command_line(
 
 
 def test_the_eid_hub_s_own_token_endpoint_and_scope(
-    broker: responses.RequestsMock, settings: Any
+    wire: responses.RequestsMock, settings: Any
 ) -> None:
     settings.DJANGO_EID = {
         **settings.DJANGO_EID,
@@ -247,7 +239,7 @@ def test_the_eid_hub_s_own_token_endpoint_and_scope(
         "AUTH_URL": "https://auth.broker.test",
         "SCOPES": None,
     }
-    broker.add(
+    wire.add(
         responses.POST,
         "https://auth.broker.test/auth/open/connect/token",
         json={"access_token": TOKEN, "expires_in": 600, "token_type": "Bearer"},
