@@ -18,8 +18,8 @@ from django_eid.brokers.v1 import V1Api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
-from tests.fixtures_broker import NO_BROKER_IDS, NO_SESSION_TO_ASK, REST_APIS, SAMPLE
-from tests.flow.conftest import Broker, SignalLog
+from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE, ScriptedBroker
+from tests.fixtures_views import Signals
 
 pytestmark = pytest.mark.django_db
 
@@ -49,10 +49,11 @@ def ids(row: Identification, error: str = "") -> dict[str, list[str]]:
     return {"requestId": [row.request_id], "externalId": [row.external_id]}
 
 
-@pytest.mark.apis("v1", reason="v1's return URLs as sent")
 def test_a_whole_identification_without_a_request(
-    alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
+    alice: AbstractBaseUser, broker: ScriptedBroker, signals: Signals
 ) -> None:
+    """The return URLs as v1 (the default API) gets them; the returns of every API:
+    test_abort_and_error_returns_without_a_request and tests/brokers."""
     started = start(alice, next_url="/account/")
     row = started.identification
     assert started.url.startswith("https://")
@@ -70,8 +71,8 @@ def test_a_whole_identification_without_a_request(
     assert returned.acted
     assert returned.identification.status == Status.SUCCESS
     assert returned.identification.name == SAMPLE.name
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
-    assert [kwargs["request"] for _, kwargs in signal_log.calls] == [None, None]
+    assert signals.names == ["identification_started", "identification_succeeded"]
+    assert [sent.kwargs["request"] for sent in signals.sent] == [None, None]
     # A replay returns the finished row and does nothing.
     again = flow.return_to(
         flow.SUCCESS, user=alice, reference=row.reference, params=ids(row), browser_holds=False
@@ -82,7 +83,7 @@ def test_a_whole_identification_without_a_request(
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_complete_stores_a_record_retrieved_by_the_caller(
-    alice: AbstractBaseUser, broker: Broker, signal_log: SignalLog
+    alice: AbstractBaseUser, broker: ScriptedBroker, signals: Signals, broker_api: str
 ) -> None:
     row = start(alice).identification
     assert row.request_id is not None
@@ -91,12 +92,12 @@ def test_complete_stores_a_record_retrieved_by_the_caller(
     assert flow.complete(row, record) is True
     assert Identification.objects.get(pk=row.pk).status == Status.SUCCESS
     assert flow.complete(row, record) is False  # finished already: nothing happens
-    assert signal_log.names.count("identification_succeeded") == 1
+    assert signals.names.count("identification_succeeded") == 1
 
 
 @pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 def test_a_record_in_progress_leaves_the_row_pending(
-    alice: AbstractBaseUser, broker: Broker
+    alice: AbstractBaseUser, broker: ScriptedBroker, broker_api: str
 ) -> None:
     row = start(alice).identification
     assert row.request_id is not None
@@ -117,8 +118,9 @@ def test_a_record_in_progress_leaves_the_row_pending(
 )
 def test_abort_and_error_returns_without_a_request(
     alice: AbstractBaseUser,
-    broker: Broker,
-    signal_log: SignalLog,
+    broker: ScriptedBroker,
+    signals: Signals,
+    broker_api: str,
     kind: str,
     status: str,
     signal: str,
@@ -135,22 +137,11 @@ def test_abort_and_error_returns_without_a_request(
         kind, user=alice, reference=row.reference, params=params, browser_holds=True
     )
     assert (returned.acted, returned.identification.status) == (True, status)
-    assert signal_log.names == ["identification_started", signal]
+    assert signals.names == ["identification_started", signal]
 
 
-@pytest.mark.parametrize(
-    ("change", "outcome"),
-    [
-        ({"browser_holds": False}, outcomes.NOT_THIS_BROWSER),
-        ({"params": {"requestId": ["nope"], "externalId": ["nope"]}}, outcomes.ANSWER_MISMATCH),
-        ({"reference": "x" * 40}, outcomes.INVALID_LINK),
-        ({"reference": "not a reference"}, outcomes.INVALID_LINK),
-    ],
-)
-def test_a_return_that_is_not_this_users_or_browsers_is_refused(
-    alice: AbstractBaseUser, broker: Broker, change: dict[str, Any], outcome: outcomes.Outcome
-) -> None:
-    row = start(alice).identification
+def refused_return(alice: AbstractBaseUser, row: Identification, **change: Any) -> outcomes.Outcome:
+    """Why a Success return of ``row`` with ``change`` to its arguments is refused."""
     arguments: dict[str, Any] = {
         "user": alice,
         "reference": row.reference,
@@ -160,25 +151,49 @@ def test_a_return_that_is_not_this_users_or_browsers_is_refused(
     }
     with pytest.raises(flow.Refused) as refused:
         flow.return_to(flow.SUCCESS, **arguments)
-    assert refused.value.outcome is outcome
+    return refused.value.outcome
+
+
+def test_a_return_whose_ids_are_not_the_sessions_is_refused(
+    alice: AbstractBaseUser, broker: ScriptedBroker, broker_api: str
+) -> None:
+    row = start(alice).identification
+    params = {"requestId": ["nope"], "externalId": ["nope"]}
+    assert refused_return(alice, row, params=params) is outcomes.ANSWER_MISMATCH
+    assert Identification.objects.get(pk=row.pk).status == Status.PENDING
+    assert broker.get_calls == []
+
+
+@pytest.mark.parametrize(
+    ("change", "outcome"),
+    [
+        ({"browser_holds": False}, outcomes.NOT_THIS_BROWSER),
+        ({"reference": "x" * 40}, outcomes.INVALID_LINK),
+        ({"reference": "not a reference"}, outcomes.INVALID_LINK),
+    ],
+)
+def test_a_return_that_is_not_this_users_or_browsers_is_refused(
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    change: dict[str, Any],
+    outcome: outcomes.Outcome,
+) -> None:
+    row = start(alice).identification
+    assert refused_return(alice, row, **change) is outcome
     assert Identification.objects.get(pk=row.pk).status == Status.PENDING
     assert broker.get_calls == []
 
 
 def test_another_users_reference_is_an_invalid_link(
-    alice: AbstractBaseUser, bob: AbstractBaseUser, broker: Broker
+    alice: AbstractBaseUser, bob: AbstractBaseUser, broker: ScriptedBroker
 ) -> None:
     row = start(alice).identification
-    with pytest.raises(flow.Refused) as refused:
-        flow.return_to(
-            flow.SUCCESS, user=bob, reference=row.reference, params=ids(row), browser_holds=True
-        )
-    assert refused.value.outcome is outcomes.INVALID_LINK
+    assert refused_return(alice, row, user=bob) is outcomes.INVALID_LINK
 
 
 # -- the rules of a start --------------------------------------------------------------------------
 def test_the_pending_limit_refuses_before_the_broker_is_called(
-    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+    alice: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     eid(MAX_PENDING_PER_USER=2)
     start(alice)
@@ -190,7 +205,6 @@ def test_the_pending_limit_refuses_before_the_broker_is_called(
     assert len(broker.create_requests) == 2
 
 
-@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(
     ("overrides", "provider", "restrict", "code", "chosen"),
     [
@@ -226,7 +240,9 @@ def test_the_provider_rules(
     assert refused.value.outcome.status == 400
 
 
-def test_a_display_that_does_not_exist_is_refused(alice: AbstractBaseUser, broker: Broker) -> None:
+def test_a_display_that_does_not_exist_is_refused(
+    alice: AbstractBaseUser, broker: ScriptedBroker
+) -> None:
     with pytest.raises(flow.Refused) as refused:
         start(alice, display="popup")
     assert (refused.value.outcome.code, refused.value.field) == ("display_invalid", "display")
@@ -243,7 +259,9 @@ def test_an_unconfigured_site_refuses_to_start(
     assert not Identification.objects.exists()
 
 
-def test_a_broker_failure_is_stored_and_raised(alice: AbstractBaseUser, broker: Broker) -> None:
+def test_a_broker_failure_is_stored_and_raised(
+    alice: AbstractBaseUser, broker: ScriptedBroker, broker_api: str
+) -> None:
     broker.fail_next("create", 500, times=None)
     with pytest.raises(flow.BrokerFailed) as failed:
         start(alice)
@@ -262,7 +280,7 @@ def age(seconds: float) -> None:
 
 
 def test_failed_starts_hold_the_limit_only_for_a_short_while(
-    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+    alice: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     """Failed starts count to stop a client hammering a failing broker, not to ration the
     user: once the broker is back, the user starts again within FAILED_START_WINDOW."""
@@ -284,7 +302,7 @@ def test_failed_starts_hold_the_limit_only_for_a_short_while(
 
 
 def test_an_unexpected_failure_after_the_reservation_is_stored_and_raised(
-    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None]
+    alice: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     """A bug in the caller's return URLs (or anything else not the broker's): the reserved
     row does not stay PENDING without a session, counting toward the limit."""
@@ -304,7 +322,7 @@ def test_an_unexpected_failure_after_the_reservation_is_stored_and_raised(
 
 
 def test_an_unexpected_failure_of_the_broker_call_is_stored_and_raised(
-    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+    alice: AbstractBaseUser, broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = get_client()
 
@@ -334,7 +352,7 @@ def hide_users(monkeypatch: pytest.MonkeyPatch, user_model: Any, *managers: str)
 
 
 def test_a_start_locks_the_users_row_then_counts_then_reserves(
-    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+    alice: AbstractBaseUser, broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pending limit's statements, in the order that makes it a guarantee (the count
     after the lock: tests/production/test_pending_limit.py), and whatever the user model's
@@ -365,7 +383,7 @@ def test_a_start_locks_the_users_row_then_counts_then_reserves(
 
 
 def test_a_backend_whose_row_lock_is_not_a_trailing_clause_gets_the_orms_lock(
-    alice: AbstractBaseUser, broker: Broker, monkeypatch: pytest.MonkeyPatch
+    alice: AbstractBaseUser, broker: ScriptedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A table hint (``WITH (UPDLOCK)``) cannot follow the statement's WHERE: the ORM places
     it, through the base manager (a default manager hiding users must not matter)."""
@@ -384,9 +402,8 @@ def test_a_backend_whose_row_lock_is_not_a_trailing_clause_gets_the_orms_lock(
     assert statements.index(lock) < count
 
 
-@pytest.mark.apis(*REST_APIS, reason=NO_BROKER_IDS)
 def test_a_reused_request_id_inside_the_callers_transaction_leaves_it_usable(
-    alice: AbstractBaseUser, broker: Broker
+    alice: AbstractBaseUser, broker: ScriptedBroker
 ) -> None:
     """The unique index refuses the RequestId of an earlier session; the start's UPDATE ran
     in a savepoint, so the caller's transaction goes on (ATOMIC_REQUESTS on its view)."""
@@ -415,7 +432,7 @@ class ReadsFromAReplica:
 
 
 def test_the_pending_limit_counts_on_the_database_written_to(
-    alice: AbstractBaseUser, broker: Broker, eid: Callable[..., None], settings: Any
+    alice: AbstractBaseUser, broker: ScriptedBroker, eid: Callable[..., None], settings: Any
 ) -> None:
     """A replica lagging behind would miss the rows of starts just made: the count runs on
     the database written to (the one that holds the user's lock), by default too."""
@@ -480,8 +497,10 @@ def test_what_counts_toward_the_pending_limit(
     assert flow.unfinished_count(bob.pk) == len(counted)
 
 
-@pytest.mark.apis("v1", reason="v1's iFrame object")
-def test_iframe_display_sends_the_hosts_domain(alice: AbstractBaseUser, broker: Broker) -> None:
+def test_iframe_display_sends_the_hosts_domain(
+    alice: AbstractBaseUser, broker: ScriptedBroker
+) -> None:
+    """v1's iFrame object (the other APIs' frames: tests/brokers)."""
     start(alice, display="iframe")
     assert broker.sent()["iFrame"]["Domain"] == HOST
 
@@ -505,7 +524,6 @@ def test_safe_next(value: str | None, safe: str) -> None:
     assert flow.safe_next(value, host=HOST, secure=True) == safe
 
 
-@pytest.mark.apis("v1", reason="v1's placeholders")
 def test_return_urls_keep_the_placeholders_unencoded() -> None:
     plain = flow.return_urls("r" * 32, absolute)
     assert isinstance(plain, ReturnUrls)
@@ -516,7 +534,9 @@ def test_return_urls_keep_the_placeholders_unencoded() -> None:
     assert urls.error.endswith("/error/?status=[0]&externalId=[2]")
 
 
-def test_start_drops_a_destination_off_the_site(alice: AbstractBaseUser, broker: Broker) -> None:
+def test_start_drops_a_destination_off_the_site(
+    alice: AbstractBaseUser, broker: ScriptedBroker
+) -> None:
     """A JSON or command front end passing user input gets the same check as the form."""
     for unsafe in ("https://evil.example/", "//evil.example/", "/" + "a" * 3000):
         assert start(alice, next_url=unsafe).identification.next_url == ""

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import json
@@ -65,10 +63,10 @@ print(json.dumps({
 """
 
 
-@pytest.mark.apis("v1", reason="the child sets up its own broker (v1, a closed port)")
 def test_the_pending_limit_with_a_uuid_keyed_user_model() -> None:
     """The start's own SQL passes the user's key as its model field prepares it (SQLite
-    stores a UUID as 32 hex digits; the raw ``uuid.UUID`` could not even be bound)."""
+    stores a UUID as 32 hex digits; the raw ``uuid.UUID`` could not even be bound). The
+    child sets up its own broker: v1 at a closed port."""
     out = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
         [sys.executable, "-c", CHILD],
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -1,4 +1,6 @@
-"""Iframe display (framing headers, the frame-exit page) and the callback without a cookie."""
+"""Iframe display: the create request's parent domain, the page embedding the broker (Post/
+Redirect/Get), the frame-exit page that moves the top window; and a return without the
+session cookie (a SameSite=Strict cookie), which gets our own page that asks once more."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from django.conf import settings
 from django.test import Client
 
 from django_eid.models import Identification
-from tests.flow.conftest import BROKER_PAGE, Broker, SignalLog, Started
+from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker
+from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
@@ -25,8 +28,8 @@ Status = Identification.Status
 # -- iframe display ---------------------------------------------------------------------
 
 
-@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None:
+    """v1's iFrame object (each API's frame: tests/brokers/test_contract.py)."""
     started = start(display="iframe")
     response = started.response
     assert response.templates[0].name == "django_eid/iframe.html"
@@ -38,19 +41,22 @@ def test_iframe_display_embeds_the_broker(start: Callable[..., Started]) -> None
     assert started.sent["domain"] == "testserver"
 
 
-@pytest.mark.apis("v1", reason="v1's iFrame object")
 @pytest.mark.parametrize(
     ("host", "domain"),
     [
         ("localhost:8000", "localhost:8000"),
         ("localhost:443", "localhost"),
         ("localhost:80", "localhost"),
+        ("[::1]", "[::1]"),
+        ("[::1]:8000", "[::1]:8000"),
+        ("Shop.Example", "shop.example"),
     ],
 )
-def test_iframe_domain_keeps_a_port_that_is_not_the_default(
-    broker: Broker, alice_client: Client, host: str, domain: str
+def test_iframe_domain_is_the_host_with_a_port_that_is_not_the_default(
+    broker: ScriptedBroker, alice_client: Client, settings: Any, host: str, domain: str
 ) -> None:
     """The broker allows exactly this parent (its Content-Security-Policy): the port counts."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "[::1]", "shop.example"]
     broker.will_create()
     response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST=host)
     assert response.status_code == 303
@@ -59,7 +65,6 @@ def test_iframe_domain_keeps_a_port_that_is_not_the_default(
     assert broker.sent()["ReturnUrls"]["Success"].startswith(f"http://{host}/eid/return/")
 
 
-@pytest.mark.apis("v1", reason="v1's iFrame object")
 def test_iframe_domain_setting(start: Callable[..., Started], eid: Callable[..., None]) -> None:
     eid(IFRAME_DOMAIN="shop.example")
     sent = start(display="iframe").sent
@@ -81,7 +86,7 @@ def frame_exit_target(response: Any) -> str:
 
 
 def test_success_in_the_iframe_moves_the_top_window(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client, signals: Signals
 ) -> None:
     started = start(display="iframe", next="/account/")
     broker.will_return(started.request_id)
@@ -91,16 +96,13 @@ def test_success_in_the_iframe_moves_the_top_window(
     assert response["X-Frame-Options"] == "SAMEORIGIN"
     assert frame_exit_target(response) == "/account/"
     assert started.refresh().status == Status.SUCCESS
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert signals.names == ["identification_started", "identification_succeeded"]
     # A reload inside the frame gives the same page, nothing fetched again.
     again = alice_client.get(started.success_url())
     assert frame_exit_target(again) == "/account/"
     assert len(broker.get_calls) == 1
 
 
-@pytest.mark.apis(
-    "v1", "v2", reason="the eID Hub's frame has one return URL: tests/brokers/test_flow_per_api.py"
-)
 def test_abort_in_the_iframe_moves_the_top_window_to_the_start_page(
     start: Callable[..., Started], alice_client: Client
 ) -> None:
@@ -115,7 +117,7 @@ def test_abort_in_the_iframe_moves_the_top_window_to_the_start_page(
 
 
 def test_error_in_the_iframe_moves_the_top_window_to_the_result_page(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start(display="iframe")
     broker.will_return(started.request_id, "ERROR")
@@ -127,26 +129,6 @@ def test_error_in_the_iframe_moves_the_top_window_to_the_result_page(
     assert page.status_code == 200
     assert page["X-Frame-Options"] == "DENY"
     assert "Identification failed" in page.content.decode()
-
-
-@pytest.mark.parametrize("callback", ["success", "abort", "error"])
-def test_callbacks_allow_same_origin_framing_only(
-    start: Callable[..., Started], alice_client: Client, callback: str
-) -> None:
-    started = start(display="iframe")
-    refused = alice_client.get(getattr(started, f"{callback}_url")().replace("?", "?x=1&", 1))
-    url = f"/eid/return/{started.row.reference}/{callback}/?requestId=[1]&externalId=[2]"
-    for response in (refused, alice_client.get(url)):
-        assert response["X-Frame-Options"] == "SAMEORIGIN"
-
-
-def test_the_error_page_of_a_failed_start_may_not_be_framed(
-    broker: Broker, alice_client: Client
-) -> None:
-    broker.will_fail_create(status=500)
-    response = alice_client.post("/eid/start/", {"display": "iframe"})
-    assert response.status_code == 503
-    assert response["X-Frame-Options"] == "DENY"
 
 
 # -- a callback without the session cookie ------------------------------------------------------
@@ -170,9 +152,9 @@ def retry_url_of(response: Any) -> str:
 )
 def test_a_callback_without_the_cookie_gets_an_interstitial_then_completes(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
     callback: str,
     final_status: int,
     row_status: str,
@@ -190,85 +172,19 @@ def test_a_callback_without_the_cookie_gets_an_interstitial_then_completes(
     assert parse_qsl(retry.query) == [*parse_qsl(urlsplit(url).query), ("eid_retry", "1")]
     assert started.refresh().status == Status.PENDING
     assert len(broker.get_calls) == 0
-    assert signal_log.names == ["identification_started"]
+    assert signals.names == ["identification_started"]
     # The browser re-requests from our own page, and now sends its cookie.
     name = settings.SESSION_COOKIE_NAME
     cookieless.cookies[name] = alice_client.cookies[name].value
     response = cookieless.get(retry_url_of(response))
     assert response.status_code == final_status
     assert started.refresh().status == row_status
-    assert len(signal_log.names) == 2
-
-
-def test_the_retry_without_the_cookie_is_another_browser(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
-) -> None:
-    """Still no cookie: the user came back in another browser (an app switch)."""
-    started = start()
-    broker.will_return(started.request_id)
-    cookieless = Client()
-    retry = retry_url_of(cookieless.get(started.success_url()))
-    response = cookieless.get(retry)
-    assert response.status_code == 200
-    assert "Go back to where you started" in response.content.decode()
-    # Identified on another device than the one that started: not completed without it.
-    assert started.refresh().status == Status.PENDING
-    assert signal_log.names == ["identification_started"]
-    # Nothing consumed: the browser that started it still finishes it.
-    assert alice_client.get(started.success_url()).status_code == 302
-
-
-def test_a_cookieless_return_that_is_not_the_brokers_is_refused(
-    start: Callable[..., Started], broker: Broker, signal_log: SignalLog
-) -> None:
-    started = start()
-    cookieless = Client()
-    forged = started.success_url(p2="0" * 32)
-    if started.is_oidc:
-        # The one callback URL: a state naming no identification is a link to nothing.
-        assert cookieless.get(forged).status_code == 404
-    else:
-        response = cookieless.get(retry_url_of(cookieless.get(forged)))
-        assert response.status_code == 403
-        assert "Session expired" in response.content.decode()
-    assert broker.get_calls == []
-    assert started.refresh().status == Status.PENDING
-
-
-def test_without_the_interstitial_a_cookieless_callback_is_another_browser(
-    start: Callable[..., Started],
-    broker: Broker,
-    alice_client: Client,
-    eid: Callable[..., None],
-) -> None:
-    eid(CALLBACK_INTERSTITIAL=False)
-    started = start()
-    broker.will_return(started.request_id)
-    response = Client().get(started.success_url())
-    assert response.status_code == 200
-    assert "Go back to where you started" in response.content.decode()
-    assert started.refresh().status == Status.PENDING
-    assert alice_client.get(started.success_url()).status_code == 302
-
-
-@pytest.mark.apis("v1", reason="v1's iFrame object")
-@pytest.mark.parametrize(
-    ("host", "domain"),
-    [("[::1]", "[::1]"), ("[::1]:8000", "[::1]:8000"), ("Shop.Example", "shop.example")],
-)
-def test_iframe_domain_of_other_hosts(
-    broker: Broker, alice_client: Client, settings: Any, host: str, domain: str
-) -> None:
-    settings.ALLOWED_HOSTS = ["[::1]", "shop.example"]
-    broker.will_create()
-    response = alice_client.post("/eid/start/", {"display": "iframe"}, HTTP_HOST=host)
-    assert response.status_code == 303
-    assert broker.sent()["iFrame"]["Domain"] == domain
+    assert len(signals.names) == 2
 
 
 # -- the page embedding the broker: Post/Redirect/Get --------------------------------------------
 def test_reloading_the_iframe_page_shows_the_same_session_and_starts_none(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start(display="iframe")
     frame = f"/eid/frame/{started.reference}/"
@@ -283,7 +199,7 @@ def test_reloading_the_iframe_page_shows_the_same_session_and_starts_none(
 
 
 def test_the_iframe_page_of_a_finished_session_goes_where_it_went(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start(display="iframe", next="/account/")
     broker.will_return(started.request_id)
@@ -294,8 +210,9 @@ def test_the_iframe_page_of_a_finished_session_goes_where_it_went(
 
 
 def test_the_iframe_page_of_an_expired_session_says_so(
-    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started], alice_client: Client, eid: Callable[..., None], broker_api: str
 ) -> None:
+    """Each API's way of settling a stale row first (OpenID Connect has nothing to ask)."""
     eid(SESSION_MAX_AGE=60)
     started = start(display="iframe")
     Identification.objects.filter(pk=started.pk).update(

@@ -1,4 +1,6 @@
-"""Limits: session expiry, pending sessions per user and per browser, one account per person."""
+"""Limits: session expiry (the broker's record decides a late return), pending sessions per
+user (failed and cancelled starts included, for a while) and per browser, one account per
+person, the provider asked for."""
 
 from __future__ import annotations
 
@@ -7,20 +9,25 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
+from django.utils import timezone
 
-from django_eid import state
+from django_eid import flow, state
 from django_eid.models import Identification
-from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, RETURN_IS_THE_ANSWER
-from tests.flow.conftest import Broker, SignalLog, Started
+from tests.fixtures_broker import (
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    RETURN_IS_THE_ANSWER,
+    ScriptedBroker,
+    reply,
+)
+from tests.fixtures_views import Signals, Started, changed, logged_in, snapshot
+from tests.flow.returns import START, assert_untouched, pending_refs
 
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status
-
-
-def pending_refs(client: Client) -> set[str]:
-    return set(client.session.get("django_eid_pending", {}))
 
 
 # -- expiry ------------------------------------------------------------------------------------
@@ -38,19 +45,24 @@ def pending_refs(client: Client) -> set[str]:
 )
 def test_an_expired_session_becomes_expired(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
     eid: Callable[..., None],
+    broker_api: str,
     callback: str,
 ) -> None:
-    """A late return of a session the person never finished at the broker expires."""
+    """A late return of a session the person never finished at the broker expires; it
+    sends nothing, and a replay (of any return) changes nothing, asks the broker nothing."""
     eid(SESSION_MAX_AGE=60)
     started = start()  # still at the broker
     old = started.row.created_at - timedelta(seconds=61)
     Identification.objects.filter(pk=started.row.pk).update(created_at=old)
     url = getattr(started, f"{callback}_url")
-    response = alice_client.get(url(p0="TIMEOUT") if callback == "error" else url())
+    url = url(p0="TIMEOUT") if callback == "error" else url()
+    before = snapshot()
+    response = alice_client.get(url)
+    assert changed(before, snapshot()) == {started.pk}
     assert response.status_code == 410
     assert "expired" in response.content.decode()
     row = started.refresh()
@@ -58,11 +70,14 @@ def test_an_expired_session_becomes_expired(
     assert row.completed_at is not None
     # The broker was asked (a record still in progress), except for an Abort return.
     assert len(broker.get_calls) == (0 if callback == "abort" else 1)
-    assert signal_log.names == ["identification_started"]
+    assert signals.names == ["identification_started"]
     # The genuine success URL does not revive it.
+    signals.clear()
+    broker.counts.clear()
+    again = snapshot()
     broker.will_return(started.request_id)
-    assert alice_client.get(started.success_url()).status_code == 410
-    assert started.refresh().status == Status.EXPIRED
+    for replay in (url, started.success_url()):
+        assert_untouched(alice_client.get(replay), 410, again, signals, broker)
 
 
 @pytest.mark.parametrize(
@@ -75,10 +90,11 @@ def test_an_expired_session_becomes_expired(
 )
 def test_a_late_callback_of_a_success_succeeds(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
     eid: Callable[..., None],
+    broker_api: str,
     callback: str,
 ) -> None:
     """SESSION_MAX_AGE does not throw away an identification the broker says succeeded."""
@@ -91,11 +107,14 @@ def test_a_late_callback_of_a_success_succeeds(
     response = alice_client.get(url(p0="LOGIN") if callback == "error" else url())
     assert (response.status_code, response["Location"]) == (302, "/")
     assert started.refresh().status == Status.SUCCESS
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
 def test_a_session_younger_than_the_max_age_completes(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     eid(SESSION_MAX_AGE=60)
     started = start()
@@ -111,10 +130,10 @@ def test_a_session_younger_than_the_max_age_completes(
 
 def test_one_account_per_person(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     bob_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
     eid: Callable[..., None],
 ) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
@@ -128,63 +147,104 @@ def test_one_account_per_person(
     assert "already verified on another account" in response.content.decode()
     row = alices.refresh()
     assert (row.status, row.error_code) == (Status.REJECTED, "ONE_ACCOUNT_PER_PERSON")
-    assert signal_log.names[-1] == "identification_failed"
-    assert "identification_succeeded" not in signal_log.names[3:]
+    assert signals.names[-1] == "identification_failed"
+    assert "identification_succeeded" not in signals.names[3:]
 
 
 # -- MAX_PENDING_PER_USER -------------------------------------------------------
 
 
-def test_too_many_pending_sessions_get_a_429_and_nothing_is_sent(
+@pytest.mark.parametrize("limit", [1, 2, 5])
+def test_starts_beyond_max_pending_per_user_are_a_429_and_nothing_is_sent(
     start: Callable[..., Started],
-    broker: Broker,
     alice_client: Client,
-    bob_client: Client,
+    broker: ScriptedBroker,
+    signals: Signals,
     eid: Callable[..., None],
+    limit: int,
 ) -> None:
-    eid(MAX_PENDING_PER_USER=2)
-    start(), start()
-    response = alice_client.post("/eid/start/", {})
+    eid(MAX_PENDING_PER_USER=limit)
+    for _ in range(limit):
+        start()
+    signals.clear()
+    broker.counts.clear()
+    before = snapshot()
+    response = alice_client.post(START)
     assert response.status_code == 429
-    assert "Too many identifications in progress" in response.content.decode()
-    assert len(broker.create_calls) == 2
-    assert Identification.objects.count() == 2
-    # Another user is not counted against alice's limit.
-    start(client=bob_client)
-    assert len(broker.create_calls) == 3
+    assert response["X-Frame-Options"] == "DENY"
+    assert b"Too many identifications in progress" in response.content
+    assert (snapshot(), dict(broker.counts), signals.names) == (before, {}, [])
 
 
-def test_finished_and_old_sessions_do_not_count_against_the_limit(
-    start: Callable[..., Started], eid: Callable[..., None]
+@pytest.mark.parametrize(
+    "freed_by", ["finishing one", "aborting one", "one expiring", "another user"]
+)
+def test_the_pending_limit_counts_only_this_users_live_sessions(
+    start: Callable[..., Started],
+    alice_client: Client,
+    bob: AbstractBaseUser,
+    broker: ScriptedBroker,
+    eid: Callable[..., None],
+    freed_by: str,
 ) -> None:
-    eid(MAX_PENDING_PER_USER=1, SESSION_MAX_AGE=60)
-    first = start()
-    Identification.objects.filter(pk=first.row.pk).update(status=Identification.Status.ABORTED)
-    second = start()
-    Identification.objects.filter(pk=second.row.pk).update(
-        created_at=second.row.created_at - timedelta(seconds=61)
-    )
-    start()
-    assert Identification.objects.count() == 3
-
-
-def test_failed_starts_count_against_the_limit(
-    broker: Broker, alice_client: Client, eid: Callable[..., None]
-) -> None:
-    """Rows of starts the broker refused cannot pile up without bound either."""
     eid(MAX_PENDING_PER_USER=2)
-    broker.fail_next("create", 500, times=None)
-    for _ in range(2):
-        assert alice_client.post("/eid/start/", {}).status_code == 503
-    assert alice_client.post("/eid/start/", {}).status_code == 429
-    failed = Identification.objects.filter(status=Identification.Status.ERROR)
-    assert failed.count() == 2
-    assert set(failed.values_list("request_id", flat=True)) == {None}
-    assert len(broker.create_calls) == 2
+    first, _second = start(ends="success"), start(ends="success")
+    assert alice_client.post(START).status_code == 429
+    if freed_by == "finishing one":
+        alice_client.get(first.success_url())
+    elif freed_by == "aborting one":
+        # A cancelled start counts like a failed one for a minute, so a start/cancel loop
+        # cannot create broker sessions faster than the limit allows.
+        alice_client.get(first.abort_url())
+        assert alice_client.post(START).status_code == 429
+        done = timezone.now() - timedelta(seconds=flow.FAILED_START_WINDOW + 1)
+        Identification.objects.filter(pk=first.pk).update(completed_at=done)
+    elif freed_by == "one expiring":
+        old = first.row.created_at - timedelta(seconds=1801)
+        Identification.objects.filter(pk=first.pk).update(created_at=old)
+    else:
+        bob_client = logged_in(bob)
+        assert start(client=bob_client).row.user_id == bob.pk
+        assert alice_client.post(START).status_code == 429
+        return
+    assert start().row.status == Status.PENDING
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_failed_starts_count_against_the_pending_limit(
+    alice_client: Client,
+    broker: ScriptedBroker,
+    signals: Signals,
+    eid: Callable[..., None],
+    limit: int,
+) -> None:
+    """A broker that refuses every start cannot be used to pile up rows (or billed calls):
+    each failed start keeps its reserved row, as ERROR without a request id, and counts for
+    a minute (flow.FAILED_START_WINDOW), not for SESSION_MAX_AGE."""
+    eid(MAX_PENDING_PER_USER=limit)
+    broker.fault("create", reply(500, {"message": "down"}))
+    for _ in range(limit):
+        assert alice_client.post(START).status_code == 503
+    assert broker.counts["create"] == limit  # a create is not retried: it may have been made
+    rows = list(Identification.objects.all())
+    assert [(r.status, r.request_id) for r in rows] == [(Status.ERROR, None)] * limit
+    assert signals.names == []
+    broker.heal()
+    broker.counts.clear()
+    before = snapshot()
+    response = alice_client.post(START)
+    assert response.status_code == 429
+    assert (snapshot(), dict(broker.counts), signals.names) == (before, {}, [])
+    # A minute later they count no more: the user is not locked out once the broker is back.
+    old = rows[0].created_at - timedelta(seconds=flow.FAILED_START_WINDOW + 1)
+    Identification.objects.update(created_at=old)
+    response = alice_client.post(START)
+    assert (response.status_code, broker.counts["create"]) == (302, 1)
+    assert Identification.objects.filter(status=Status.PENDING).count() == 1
 
 
 def test_the_pending_row_is_reserved_before_the_broker_is_called(
-    start: Callable[..., Started], broker: Broker, eid: Callable[..., None]
+    start: Callable[..., Started], broker: ScriptedBroker, eid: Callable[..., None]
 ) -> None:
     """What makes the limit a guarantee: the count sees a start whose broker call is running."""
     eid(MAX_PENDING_PER_USER=1)
@@ -234,7 +294,6 @@ def test_the_session_keeps_a_reference_for_every_session_a_user_may_start(
 # -- the provider actually used -------------------------------------------------
 
 
-@pytest.mark.apis("v1", reason="provider names are v1's")
 @pytest.mark.parametrize(
     ("settings_", "posted", "used"),
     [
@@ -244,10 +303,10 @@ def test_the_session_keeps_a_reference_for_every_session_a_user_may_start(
 )
 def test_a_record_from_a_provider_not_asked_for_is_rejected(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
-    signal_log: SignalLog,
+    signals: Signals,
     settings_: dict[str, Any],
     posted: str,
     used: str,
@@ -260,13 +319,12 @@ def test_a_record_from_a_provider_not_asked_for_is_rejected(
     assert "not accepted here" in response.content.decode()
     row = started.refresh()
     assert (row.status, row.error_code) == (Status.REJECTED, "PROVIDER_NOT_ALLOWED")
-    assert signal_log.names[-1] == "identification_failed"
-    assert "identification_succeeded" not in signal_log.names
+    assert signals.names[-1] == "identification_failed"
+    assert "identification_succeeded" not in signals.names
 
 
-@pytest.mark.apis("v1", reason="provider names are v1's")
 def test_a_record_without_a_provider_keeps_the_one_asked_for(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start(provider="NO_BANKID_WEB")
     broker.will_return(started.request_id, IdentityProvider=None)

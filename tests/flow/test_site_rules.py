@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 
-from django_eid import signals
+from django_eid import signals as eid_signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification, PersonClaim
-from tests.fixtures_broker import SAMPLE, expected
-from tests.flow.conftest import Broker, SignalLog, Started
+from tests.fixtures_broker import SAMPLE, ScriptedBroker, expected
+from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +28,17 @@ def verifying() -> Iterator[Callable[[Callable[..., None]], None]]:
     connected: list[Callable[..., None]] = []
 
     def connect(receiver: Callable[..., None]) -> None:
-        signals.identification_verifying.connect(receiver, sender=Identification, weak=False)
+        eid_signals.identification_verifying.connect(receiver, sender=Identification, weak=False)
         connected.append(receiver)
 
     yield connect
     for receiver in connected:
-        signals.identification_verifying.disconnect(receiver, sender=Identification)
+        eid_signals.identification_verifying.disconnect(receiver, sender=Identification)
 
 
-def finish(start: Callable[..., Started], broker: Broker, client: Client, **record: Any) -> Any:
+def finish(
+    start: Callable[..., Started], broker: ScriptedBroker, client: Client, **record: Any
+) -> Any:
     started = start()
     broker.will_return(started.request_id, **record)
     response = client.get(started.success_url())
@@ -46,11 +48,11 @@ def finish(start: Callable[..., Started], broker: Broker, client: Client, **reco
 # -- identification_verifying ---------------------------------------------------------------------
 def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     alice: AbstractBaseUser,
     verifying: Callable[..., None],
-    signal_log: SignalLog,
+    signals: Signals,
 ) -> None:
     seen: list[tuple[str, Any, Any]] = []
 
@@ -65,17 +67,16 @@ def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
     assert request is not None
     assert request.path == started.path("success")
     assert started.refresh().status == Status.SUCCESS
-    # identification_verifying is not recorded by the log (its receivers are rules, not effects).
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    # identification_verifying is not among the signals recorded (its receivers are rules).
+    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
-@pytest.mark.apis("v1", reason="v1's Name ('Last, First')")
 def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verifying: Callable[..., None],
-    signal_log: SignalLog,
+    signals: Signals,
 ) -> None:
     def rule(identification: Identification, **kwargs: Any) -> None:
         raise IdentificationRejected("Members only.")
@@ -91,15 +92,15 @@ def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
         "Members only.",
     )
     # The identity is kept on the row for the record, but it is not a verified identity.
-    assert row.name == SAMPLE.name
+    assert row.name == SAMPLE.name  # v1's Name ("Last, First")
     assert not row.is_verified
-    assert signal_log.names == ["identification_started", "identification_failed"]
-    assert signal_log.of("identification_failed")[0]["status"] == Status.REJECTED
+    assert signals.names == ["identification_started", "identification_failed"]
+    assert signals.of("identification_failed")[0]["status"] == Status.REJECTED
 
 
 def test_a_rejection_rolls_back_what_the_receivers_wrote(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     alice: AbstractBaseUser,
     verifying: Callable[..., None],
@@ -125,7 +126,7 @@ def test_a_rejection_rolls_back_what_the_receivers_wrote(
 
 def test_the_first_rejection_wins(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verifying: Callable[..., None],
 ) -> None:
@@ -141,7 +142,7 @@ def test_the_first_rejection_wins(
 
 def test_a_rejection_without_a_reason_gets_the_default_one(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verifying: Callable[..., None],
 ) -> None:
@@ -156,10 +157,10 @@ def test_a_rejection_without_a_reason_gets_the_default_one(
 
 def test_a_crashing_rule_refuses_the_identity(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verifying: Callable[..., None],
-    signal_log: SignalLog,
+    signals: Signals,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     def rule(identification: Identification, **kwargs: Any) -> None:
@@ -171,7 +172,7 @@ def test_a_crashing_rule_refuses_the_identity(
     row = started.refresh()
     assert (row.status, row.error_code) == (Status.ERROR, "RULES_FAILED")
     assert "The identification did not succeed." in response.content.decode()
-    assert signal_log.names == ["identification_started", "identification_failed"]
+    assert signals.names == ["identification_started", "identification_failed"]
     ours = [r.getMessage() for r in caplog.records if r.name == "django_eid"]
     assert any("identification_verifying failed" in m and "KeyError" in m for m in ours)
     assert not any(SAMPLE.last_name in m for m in ours)
@@ -179,11 +180,13 @@ def test_a_crashing_rule_refuses_the_identity(
 
 def test_without_rules_the_success_is_one_update(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     django_assert_num_queries: Any,
+    broker_api: str,
 ) -> None:
-    """No receiver, no MIN_AGE, no claims: no transaction around the SUCCESS."""
+    """No receiver, no MIN_AGE, no claims: no transaction around the SUCCESS (OpenID
+    Connect's return finds its row by the state first)."""
     started = start()
     broker.will_return(started.request_id)
     # Session, user, the row, the UPDATE, the session's UPDATE (+ its savepoint pair).
@@ -194,11 +197,11 @@ def test_without_rules_the_success_is_one_update(
 # -- MIN_AGE --------------------------------------------------------------------------------------
 def test_min_age_rejects_a_minor_before_anyone_sees_them_verified(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
     verifying: Callable[..., None],
-    signal_log: SignalLog,
+    signals: Signals,
 ) -> None:
     eid(MIN_AGE=18)
     ran: list[str] = []
@@ -213,12 +216,17 @@ def test_min_age_rejects_a_minor_before_anyone_sees_them_verified(
     assert row.error_message == "You must be at least 18 years old to use this service."
     assert "You must be at least 18 years old to use this service." in response.content.decode()
     assert ran == []  # the site's receivers are not asked about a refused identity
-    assert signal_log.names == ["identification_started", "identification_failed"]
+    assert signals.names == ["identification_started", "identification_failed"]
 
 
 def test_min_age_rejects_an_unknown_age(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    broker_api: str,
 ) -> None:
+    """Whatever each API's record leaves out of the birth date (no date, no number)."""
     eid(MIN_AGE=18)
     started, response = finish(
         start, broker, alice_client, DateOfBirth=None, SocialSecurityNumber=None
@@ -231,11 +239,14 @@ def test_min_age_rejects_an_unknown_age(
 @pytest.mark.parametrize("person", ["NORWEGIAN", "CENTENARIAN", "SWEDISH_COORDINATION"])
 def test_min_age_lets_adults_through(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
+    broker_api: str,
     person: str,
 ) -> None:
+    """The age from each API's record of persons of each country: v1's two-digit
+    DateOfBirth with the number, the successors' and OpenID Connect's full dates."""
     eid(MIN_AGE=18)
     who = broker.persons.get(person)
     assert who is not None
@@ -249,7 +260,10 @@ def test_min_age_lets_adults_through(
 
 
 def test_the_centenarian_is_not_taken_for_a_child(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     """Her two-digit DateOfBirth alone reads as this century; her number says 1924."""
     eid(MIN_AGE=18)
@@ -265,7 +279,10 @@ def test_the_centenarian_is_not_taken_for_a_child(
 
 
 def test_the_min_age_reason_is_shown_in_the_readers_language(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     eid(MIN_AGE=18)
     minor = broker.persons.MINOR
@@ -281,19 +298,19 @@ def test_the_min_age_reason_is_shown_in_the_readers_language(
 
 # -- identification_succeeded, for compatibility --------------------------------------------------
 def test_a_rejection_from_succeeded_still_works_after_the_commit(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, signal_log: SignalLog
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client, signals: Signals
 ) -> None:
     def late(identification: Identification, **kwargs: Any) -> None:
         raise IdentificationRejected("Too late, but still no.")
 
-    signals.identification_succeeded.connect(late, sender=Identification, weak=False)
+    eid_signals.identification_succeeded.connect(late, sender=Identification, weak=False)
     try:
         started, _ = finish(start, broker, alice_client)
     finally:
-        signals.identification_succeeded.disconnect(late, sender=Identification)
+        eid_signals.identification_succeeded.disconnect(late, sender=Identification)
     row = started.refresh()
     assert (row.status, row.error_message) == (Status.REJECTED, "Too late, but still no.")
-    assert signal_log.names == [
+    assert signals.names == [
         "identification_started",
         "identification_succeeded",
         "identification_failed",
@@ -302,7 +319,7 @@ def test_a_rejection_from_succeeded_still_works_after_the_commit(
 
 def test_the_first_receiver_that_says_no_stops_the_others(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     verifying: Callable[..., None],
 ) -> None:
@@ -323,7 +340,10 @@ def test_the_first_receiver_that_says_no_stops_the_others(
 
 
 def test_a_min_age_refusal_keeps_saying_the_age_that_applied(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     eid(MIN_AGE=18)
     minor = broker.persons.MINOR
@@ -338,7 +358,7 @@ def test_a_min_age_refusal_keeps_saying_the_age_that_applied(
 
 def test_ages_work_without_time_zone_support(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     eid: Callable[..., None],
     settings: Any,

@@ -1,4 +1,9 @@
-"""The Success callback: the record is fetched once and stored; other statuses and failures."""
+"""The Success return: the record is fetched once and stored; other statuses and failures.
+
+A record naming another ``RequestId`` or failing to parse leaves the row PENDING (the same URL
+completes once the broker answers properly); a ``Status`` other than ``SUCCESS`` stores an
+ERROR and sends ``identification_failed`` once; an in-progress record changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,32 +14,39 @@ from typing import Any
 
 import pytest
 import requests
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.test import Client
 
 from django_eid import crypto
 from django_eid.models import Identification
-from tests.fixtures_broker import CODE_IS_SPENT, NO_SESSION_TO_ASK, REST_APIS, SAMPLE
-from tests.flow.conftest import SSN, Broker, SignalLog, Started, make_record, new_request_id
+from tests.fixtures_broker import (
+    CODE_IS_SPENT,
+    NO_SESSION_TO_ASK,
+    REST_APIS,
+    SAMPLE,
+    SSN,
+    ScriptedBroker,
+    record,
+    reply,
+)
+from tests.fixtures_views import Signals, Started, changed, snapshot
+from tests.flow.returns import assert_genuine_completes, pending_refs
 
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status
 
 
-def pending_refs(client: Client) -> set[str]:
-    return set(client.session.get("django_eid_pending", {}))
-
-
-@pytest.mark.apis("v1", reason="v1's provider names and Name")
 def test_success_stores_the_identity_and_redirects(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
     alice: Any,
-    signal_log: SignalLog,
+    signals: Signals,
     eid: Callable[..., None],
 ) -> None:
+    """v1's record (the other APIs': tests/brokers)."""
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start(next="/account/")
     broker.will_return(started.request_id)
@@ -61,14 +73,17 @@ def test_success_stores_the_identity_and_redirects(
     assert row.completed_at is not None
     assert row.completed_at >= row.created_at
     assert (row.error_status, row.error_code, row.error_message) == ("", "", "")
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
-    assert signal_log.of("identification_succeeded")[0]["status"] == Status.SUCCESS
+    assert signals.names == ["identification_started", "identification_succeeded"]
+    assert signals.of("identification_succeeded")[0]["status"] == Status.SUCCESS
     # One-time: the reference left the session.
     assert started.row.reference not in pending_refs(alice_client)
 
 
 def test_the_success_url_setting_is_the_default_destination(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
 ) -> None:
     started = start()
     broker.will_return(started.request_id)
@@ -79,9 +94,8 @@ def test_the_success_url_setting_is_the_default_destination(
     assert alice_client.get(again.success_url())["Location"] == "/welcome/"
 
 
-@pytest.mark.apis("v1", reason="v1's raw record")
 def test_the_national_identity_number_is_not_in_raw(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
     broker.will_return(started.request_id, MetaData={"k": "v"}, Extra="kept")
@@ -96,8 +110,14 @@ def test_the_national_identity_number_is_not_in_raw(
 
 
 def test_the_national_identity_number_is_encrypted_in_the_database(
-    start: Callable[..., Started], broker: Broker, alice_client: Client, eid: Callable[..., None]
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
+    alice_client: Client,
+    eid: Callable[..., None],
+    broker_api: str,
 ) -> None:
+    """Each API asks for the number (GET_SOCIAL_SECURITY_NUMBER: v1's flag, the eID Hub's
+    attribute, OpenID Connect's scope) and delivers it; stored, it is encrypted."""
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
     broker.will_return(started.request_id)
@@ -122,9 +142,8 @@ def test_the_national_identity_number_is_encrypted_in_the_database(
     assert not Identification.objects.with_social_security_number("01010112345").exists()
 
 
-@pytest.mark.apis("v1", reason="a v1 record")
 def test_a_record_without_optional_fields_still_identifies(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
     broker.will_answer(
@@ -149,9 +168,10 @@ def test_a_record_without_optional_fields_still_identifies(
 @pytest.mark.parametrize("record_status", ["CREATED", "USERINITIATED"])
 def test_a_record_in_progress_leaves_the_row_pending(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
+    broker_api: str,
     record_status: str,
 ) -> None:
     started = start()
@@ -159,53 +179,70 @@ def test_a_record_in_progress_leaves_the_row_pending(
         started.request_id, json={"RequestId": started.request_id, "Status": record_status}
     )
     broker.will_return(started.request_id)
+    before = snapshot()
     response = alice_client.get(started.success_url())
+    assert snapshot() == before
     assert response.status_code == 409
     assert "not finished yet" in response.content.decode()
     assert started.refresh().status == Status.PENDING
-    assert signal_log.names == ["identification_started"]
+    assert signals.names == ["identification_started"]
     assert started.row.reference in pending_refs(alice_client)
     # The same URL, once the user has finished at the broker.
     response = alice_client.get(started.success_url())
     assert response.status_code == 302
     assert started.refresh().status == Status.SUCCESS
     assert len(broker.get_calls) == 2
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
 # -- a refused record status -----------------------------------------------------
-
-
-@pytest.mark.apis("v1", reason="v1's statuses and error")
 # (USERABORTED is the user's cancel, whichever URL: test_abort_error.py.)
-@pytest.mark.parametrize("record_status", ["ERROR", "TIMEOUT", "INVALIDATED", "NEW"])
-def test_a_refused_record_status_fails_the_row(
+REFUSED_STATUSES = [
+    "ERROR",
+    "INVALIDATED",
+    "TIMEOUT",
+    "UNKNOWN",
+    "NEW",
+    "success",
+    "SUCCESS ",
+    "SUCCESSFUL",
+    "NEW_FUTURE_STATUS",
+]
+
+
+@pytest.mark.parametrize("record_status", REFUSED_STATUSES)
+def test_a_record_that_is_not_success_stores_an_error(
     start: Callable[..., Started],
-    broker: Broker,
     alice_client: Client,
-    signal_log: SignalLog,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
     record_status: str,
 ) -> None:
-    started = start()
+    """v1's statuses and Error object (the other APIs': tests/brokers)."""
+    started = start(ends="success")
+    signals.clear()
     error = {"NativeErrorCode": "C307", "ErrorCode": "PKI_BLOCKED", "ErrorMessage": "SIM blocked."}
-    broker.will_return(started.request_id, record_status, Error=error)
+    rid = started.request_id
+    broker.answer_record(rid, record(rid, record_status, Error=error))
+    before = snapshot()
     response = alice_client.get(started.success_url())
     assert response.status_code == 200
     assert "Identification failed" in response.content.decode()
     assert "PKI_BLOCKED" in response.content.decode()
-    row = started.refresh()
-    assert row.status == Status.ERROR
-    assert row.error_status == record_status
-    assert row.error_code == "PKI_BLOCKED"
-    assert row.error_message == "SIM blocked."
+    assert changed(before, snapshot()) == {started.pk}
+    row = started.row
+    assert (row.status, row.error_status) == (Status.ERROR, record_status)
+    assert (row.error_code, row.error_message) == ("PKI_BLOCKED", "SIM blocked.")
     assert row.completed_at is not None
-    assert signal_log.names == ["identification_started", "identification_failed"]
-    assert signal_log.of("identification_failed")[0]["status"] == Status.ERROR
+    assert signals.calls == [("identification_failed", started.pk, Status.ERROR, alice.pk)]
+    # A reload shows the same, asks the broker nothing, sends nothing.
+    assert alice_client.get(started.success_url()).status_code == 200
+    assert (len(signals.calls), broker.counts["retrieve"]) == (1, 1)
 
 
-@pytest.mark.apis("v1", reason="v1's Error object")
 def test_the_native_error_code_is_kept_without_an_error_code(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
     started = start()
     broker.will_return(started.request_id, "ERROR", Error={"NativeErrorCode": "C161"})
@@ -214,29 +251,135 @@ def test_the_native_error_code_is_kept_without_an_error_code(
     assert (row.status, row.error_code, row.error_message) == (Status.ERROR, "C161", "")
 
 
-# -- a record of another session ------------------------------------------------------
-
-
-@pytest.mark.apis("v1", reason="v1's RequestId (the successors' id check: tests/brokers)")
-def test_a_record_with_another_request_id_is_not_stored(
+@pytest.mark.parametrize("status", ["", None, ...], ids=["empty", "null", "absent"])
+@pytest.mark.parametrize("kind", ["success", "error"])
+def test_a_record_without_a_status_leaves_the_session_pending(
     start: Callable[..., Started],
-    broker: Broker,
     alice_client: Client,
-    signal_log: SignalLog,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
+    caplog: pytest.LogCaptureFixture,
+    status: Any,
+    kind: str,
 ) -> None:
-    started = start()
-    broker.will_answer(started.request_id, json=make_record(new_request_id()))
-    broker.will_return(started.request_id)
+    """A record that cannot say how the session ended decides nothing: not an ERROR for good
+    (the broker may answer properly later), a 409 that the user may reload, and a log line."""
+    started = start(ends="success")
+    signals.clear()
+    rid = started.request_id
+    broker.answer_record(rid, record(rid, Status=status))
+    before = snapshot()
+    url = started.success_url() if kind == "success" else started.error_url(p1=rid)
+    assert alice_client.get(url).status_code == 409
+    assert (snapshot(), signals.names) == (before, [])
+    assert any("has no status" in r.getMessage() for r in caplog.records)
+    broker.heal(request_id=rid)
+    assert_genuine_completes(alice_client, started, "success", signals, alice)
+
+
+# -- a record that is not this session's, or not a record ------------------------------
+@pytest.mark.parametrize(
+    "whose", ["another of alice's", "bob's", "a stranger's", "the same, in lower case", "empty"]
+)
+def test_a_record_of_another_session_is_not_stored(
+    start: Callable[..., Started],
+    alice_client: Client,
+    bob_client: Client,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
+    whose: str,
+) -> None:
+    """v1's RequestId (the successors' id check: tests/brokers)."""
+    started, other = start(ends="success"), start(ends="success")
+    bobs = start(client=bob_client, ends="success")
+    signals.clear()
+    named = {
+        "another of alice's": other.request_id,
+        "bob's": bobs.request_id,
+        "a stranger's": "0" * 200,
+        "the same, in lower case": started.request_id.lower(),
+        "empty": "",
+    }[whose]
+    broker.answer_record(started.request_id, record(started.request_id, RequestId=named))
+    before = snapshot()
     response = alice_client.get(started.success_url())
     assert response.status_code == 502
-    row = started.refresh()
-    assert row.status == Status.PENDING
-    assert row.first_name == ""
-    assert row.social_security_number is None
-    assert signal_log.names == ["identification_started"]
-    # Not consumed: once the broker answers the right record, the same URL completes.
+    assert snapshot() == before
+    assert signals.names == []
+    assert started.reference in pending_refs(alice_client)
+    broker.heal(request_id=started.request_id)  # the broker recovers: the same URL completes
+    assert_genuine_completes(alice_client, started, "success", signals, alice)
+
+
+@pytest.mark.parametrize("absent", [..., None])
+def test_a_record_that_names_no_session_is_the_one_asked_for(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
+    absent: Any,
+) -> None:
+    # The published schema requires no field: the id was in the request.
+    started = start(ends="success")
+    signals.clear()
+    broker.answer_record(started.request_id, record(started.request_id, RequestId=absent))
+    response = alice_client.get(started.success_url())
+    assert response.status_code == 302
+    assert started.row.status == Status.SUCCESS
+    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"Status": 123},
+        {"EnvironmentInfo": "x"},
+        {"Error": ["x"]},
+        {"SocialSecurityNumber": 31127112345},
+        {"RequestId": 42},
+    ],
+    ids=["status number", "env string", "error list", "ssn number", "id number"],
+)
+def test_a_record_that_fails_to_parse_leaves_the_session_pending(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
+    body: dict[str, Any],
+) -> None:
+    started = start(ends="success")
+    signals.clear()
+    broker.fault("retrieve", reply(body=record(started.request_id, **body)))
+    before = snapshot()
+    assert alice_client.get(started.success_url()).status_code == 502
+    assert (snapshot(), signals.names) == (before, [])
+    broker.heal()
+    assert_genuine_completes(alice_client, started, "success", signals, alice)
+
+
+@pytest.mark.parametrize("meta", [{"k": 1, "ok": "v"}, ["x"]], ids=["a number", "a list"])
+def test_metadata_of_another_type_does_not_stop_the_identification(
+    start: Callable[..., Started],
+    alice_client: Client,
+    alice: AbstractBaseUser,
+    broker: ScriptedBroker,
+    signals: Signals,
+    meta: Any,
+) -> None:
+    # Add-on data the identity does not depend on: kept as text, or left out.
+    started = start(ends="success")
+    signals.clear()
+    broker.answer_record(started.request_id, record(started.request_id, MetaData=meta))
     assert alice_client.get(started.success_url()).status_code == 302
-    assert started.refresh().status == Status.SUCCESS
+    row = started.row
+    assert row.status == Status.SUCCESS
+    assert row.metadata == ({"k": "1", "ok": "v"} if isinstance(meta, dict) else {})
+    assert row.raw["MetaData"] == meta
+    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
 
 
 # -- the broker fails at retrieval ----------------------------------------------------
@@ -259,9 +402,10 @@ def test_a_record_with_another_request_id_is_not_stored(
 )
 def test_a_broker_failure_at_retrieval_keeps_the_row_pending(
     start: Callable[..., Started],
-    broker: Broker,
+    broker: ScriptedBroker,
     alice_client: Client,
-    signal_log: SignalLog,
+    signals: Signals,
+    broker_api: str,
     answer: dict[str, Any],
     times: int,
     page_status: int,
@@ -276,22 +420,20 @@ def test_a_broker_failure_at_retrieval_keeps_the_row_pending(
     assert "Reload this page to try again" in response.content.decode()
     assert len(broker.get_calls) == times
     assert started.refresh().status == Status.PENDING
-    assert signal_log.names == ["identification_started"]
+    assert signals.names == ["identification_started"]
     assert started.row.reference in pending_refs(alice_client)
     # The same URL later completes.
     response = alice_client.get(started.success_url())
     assert response.status_code == 302
     assert started.refresh().status == Status.SUCCESS
-    assert signal_log.names == ["identification_started", "identification_succeeded"]
+    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
-@pytest.mark.apis(
-    "v1", reason="v1's request ids (the successors' session ids are checked for shape)"
-)
 def test_a_request_id_with_reserved_characters(
-    start: Callable[..., Started], broker: Broker, alice_client: Client
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
 ) -> None:
-    """The broker URL-encodes what it substitutes; the app compares the decoded value."""
+    """The broker URL-encodes what it substitutes; the app compares the decoded value (v1's
+    request ids: the successors' session ids are checked for shape)."""
     request_id = "3391840571230098455xkQJ+rTgWL4Aq7/RsIemzU8umZ=SsYNWcEFH1PbCVkdfHZjb6tfny%20"
     started = start(request_id=request_id)
     broker.will_return(request_id)

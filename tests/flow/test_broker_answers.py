@@ -1,12 +1,15 @@
 """Hostile or broken broker answers, for each of the three calls (token, create, retrieve).
 
 Through the views: never an unhandled exception, no 5xx but the deliberate 502/503 error
-pages, no signal; a start that fails stores one ERROR row and the user can start again; a
-retrieval that fails leaves the row PENDING and the same callback URL completes it later.
+pages, no signal; a start that fails stores one ERROR row, keeps no secret, and the user can
+start again; a retrieval that fails leaves the row PENDING and the same return URL completes
+it later.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -15,39 +18,46 @@ import requests
 from django.test import Client
 from urllib3.exceptions import NewConnectionError
 
+from django_eid.models import Identification
 from tests.conftest import reset_eid_state
-from tests.fixtures_broker import SAMPLE
-from tests.hostile.conftest import (
+from tests.fixtures_broker import (
+    ACCESS_TOKEN,
+    BASIC_CREDENTIALS,
     EVIL,
-    FakeBroker,
-    Fired,
-    Reply,
-    Started,
-    Status,
-    changed,
-    connection_reset,
+    NO_CLIENT_TOKEN,
+    REST_APIS,
+    SAMPLE,
+    Scripted,
+    ScriptedBroker,
     raises,
     record,
     reply,
-    snapshot,
 )
+from tests.fixtures_client import SECRET
+from tests.fixtures_views import Signals, Started, changed, snapshot
+from tests.flow.faults import connection_reset
+from tests.flow.returns import START
 
 pytestmark = pytest.mark.django_db
 
-START = "/eid/start/"
+Status = Identification.Status
 #: token and create are exercised by a start; retrieve (and a token fetched then) by Success.
 CALLS = ["token", "create", "retrieve", "token at retrieval"]
 RETRIED = frozenset({429, 502, 503, 504})
 
 
 def drive(
-    call: str, fault: Reply, client: Client, start: Callable[..., Started], broker: FakeBroker
+    call: str,
+    fault: Scripted,
+    client: Client,
+    start: Callable[..., Started],
+    broker: ScriptedBroker,
 ) -> tuple[Any, Started | None]:
     """Make ``call`` answer ``fault`` and reach it through the views."""
     if call in ("token", "create"):
         broker.fault(call, fault)
         return client.post(START), None
-    started = start()
+    started = start(ends="success")
     if call == "token at retrieval":
         reset_eid_state()  # the shared token is gone: the callback must fetch one
     broker.counts.clear()
@@ -62,14 +72,14 @@ def assert_outcome(
     started: Started | None,
     before: dict[int, Any],
     client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
 ) -> None:
     """The exact outcome of a failed call, then recovery once the broker is healthy."""
     assert response.status_code == status
     assert response["X-Frame-Options"] == ("DENY" if started is None else "SAMEORIGIN")
     assert "django_eid/error.html" in [t.name for t in response.templates]
-    assert fired.names == []
+    assert signals.names == []
     broker.heal()
     if started is None:  # one ERROR row, then the user starts again
         (row,) = snapshot().values()
@@ -85,17 +95,17 @@ def assert_outcome(
         }
         assert client.post(START).status_code == 302
         assert [r["status"] for r in snapshot().values()] == [Status.ERROR, Status.PENDING]
-        assert fired.names == ["started"]
+        assert signals.names == ["identification_started"]
         return
     assert snapshot() == before  # the pending row survives, untouched
     response = client.get(started.success_url())
     assert (response.status_code, response["Location"]) == (302, "/")
     assert started.row.status == Status.SUCCESS
-    assert fired.names == ["succeeded"]
+    assert signals.names == ["identification_succeeded"]
 
 
 # -- HTTP error statuses with every error-body shape of the wire-format page -------------
-ERROR_BODIES: dict[str, Callable[[int], Reply]] = {
+ERROR_BODIES: dict[str, Callable[[int], Scripted]] = {
     "message and code": lambda s: reply(s, {"message": "Something failed", "code": "E_42"}),
     "message and errors": lambda s: reply(
         s, {"message": "Invalid", "errors": [{"field": "ReturnUrls", "message": "required"}]}
@@ -121,8 +131,8 @@ def expected_calls(call: str, status: int) -> int:
 def test_an_http_error_becomes_an_error_page(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     call: str,
     status: int,
     body: str,
@@ -131,15 +141,15 @@ def test_an_http_error_becomes_an_error_page(
     counted = "token" if call.startswith("token") else call
     assert broker.counts[counted] == expected_calls(call, status)
     before = snapshot()
-    fired.clear()
+    signals.clear()
     unavailable = status == 429 or status >= 500
     assert_outcome(
-        call, 503 if unavailable else 502, response, started, before, alice_client, broker, fired
+        call, 503 if unavailable else 502, response, started, before, alice_client, broker, signals
     )
 
 
 # -- transport failures ------------------------------------------------------------------
-TRANSPORT: dict[str, tuple[Reply, bool]] = {
+TRANSPORT: dict[str, tuple[Scripted, bool]] = {
     # name: (fault, retried even for create because it certainly was not sent)
     "read timeout": (raises(lambda: requests.ReadTimeout("read timed out")), False),
     "connect timeout": (raises(lambda: requests.ConnectTimeout("connect timed out")), True),
@@ -159,8 +169,8 @@ TRANSPORT: dict[str, tuple[Reply, bool]] = {
 def test_a_transport_failure_becomes_a_503(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     call: str,
     failure: str,
 ) -> None:
@@ -170,8 +180,8 @@ def test_a_transport_failure_becomes_a_503(
     retried = connection_error and (call != "create" or not_sent)
     assert broker.counts["token" if call.startswith("token") else call] == (3 if retried else 1)
     before = snapshot()
-    fired.clear()
-    assert_outcome(call, 503, response, started, before, alice_client, broker, fired)
+    signals.clear()
+    assert_outcome(call, 503, response, started, before, alice_client, broker, signals)
 
 
 # -- 2xx answers that are not the contract -------------------------------------------------
@@ -282,22 +292,22 @@ NOT_THE_CONTRACT: dict[str, dict[str, Any]] = {
 def test_an_answer_outside_the_contract_becomes_a_502(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     call: str,
     answer: str,
 ) -> None:
     fault = NOT_THE_CONTRACT[call][answer]
     if isinstance(fault, rec):  # a record for the right id
-        started = start()
+        started = start(ends="success")
         broker.answer_record(started.request_id, fault(started.request_id))
         response = alice_client.get(started.success_url())
         broker.heal(request_id=started.request_id)
     else:
         response, started = drive(call, fault, alice_client, start, broker)
     before = snapshot()
-    fired.clear()
-    assert_outcome(call, 502, response, started, before, alice_client, broker, fired)
+    signals.clear()
+    assert_outcome(call, 502, response, started, before, alice_client, broker, signals)
 
 
 TOLERATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -335,13 +345,13 @@ TOLERATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def test_a_tolerable_record_is_stored_sanitised(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     case: str,
 ) -> None:
     overrides, stored = TOLERATED[case]
-    started = start()
-    fired.clear()
+    started = start(ends="success")
+    signals.clear()
     broker.answer_record(started.request_id, record(started.request_id, **overrides))
     before = snapshot()
     response = alice_client.get(started.success_url())
@@ -355,7 +365,7 @@ def test_a_tolerable_record_is_stored_sanitised(
             assert "SocialSecurityNumber" not in row.raw
         else:
             assert getattr(row, name) == value, name
-    assert fired.names == ["succeeded"]
+    assert signals.names == ["identification_succeeded"]
 
 
 # -- the size cap and redirects -------------------------------------------------------------
@@ -364,8 +374,8 @@ def test_a_tolerable_record_is_stored_sanitised(
 def test_an_answer_over_the_size_cap_is_refused(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     eid: Callable[..., None],
     call: str,
     declared: bool,
@@ -375,13 +385,11 @@ def test_an_answer_over_the_size_cap_is_refused(
     headers = {"Content-Length": str(len(body))} if declared else {}
     response, started = drive(call, reply(raw=body, headers=headers), alice_client, start, broker)
     before = snapshot()
-    fired.clear()
-    assert_outcome(call, 502, response, started, before, alice_client, broker, fired)
+    signals.clear()
+    assert_outcome(call, 502, response, started, before, alice_client, broker, signals)
 
 
 def json_bytes(value: Any) -> bytes:
-    import json
-
     return json.dumps(value).encode()
 
 
@@ -390,8 +398,8 @@ def json_bytes(value: Any) -> bytes:
 def test_a_redirect_is_never_followed(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
     call: str,
     status: int,
 ) -> None:
@@ -400,8 +408,8 @@ def test_a_redirect_is_never_followed(
     assert broker.counts["token" if call.startswith("token") else call] == 1  # ONE call
     assert broker.evil_calls == []  # the bearer token never went to the Location
     before = snapshot()
-    fired.clear()
-    assert_outcome(call, 502, response, started, before, alice_client, broker, fired)
+    signals.clear()
+    assert_outcome(call, 502, response, started, before, alice_client, broker, signals)
     assert broker.evil_calls == []
 
 
@@ -410,18 +418,100 @@ def test_a_request_id_already_in_use_is_refused(
     alice_client: Client,
     bob_client: Client,
     alice: Any,
-    broker: FakeBroker,
-    fired: Fired,
+    broker: ScriptedBroker,
+    signals: Signals,
 ) -> None:
-    alices = start()
-    fired.clear()
+    alices = start(ends="success")
+    signals.clear()
     broker.fault("create", reply(body={"Url": BROKER, "RequestId": alices.request_id}), once=True)
     before = snapshot()
     response = bob_client.post(START)
     assert response.status_code == 502
     (new,) = changed(before, snapshot())
     assert (snapshot()[new]["status"], snapshot()[new]["request_id"]) == (Status.ERROR, None)
-    assert fired.names == []
+    assert signals.names == []
     response = alice_client.get(alices.success_url())  # alice's session is unharmed
     assert (response.status_code, alices.row.status) == (302, Status.SUCCESS)
-    assert fired.calls == [("succeeded", alices.pk, Status.SUCCESS, alice.pk)]
+    assert signals.calls == [("identification_succeeded", alices.pk, Status.SUCCESS, alice.pk)]
+
+
+# -- what a failed start keeps: the error, never a secret --------------------------------
+@pytest.mark.parametrize(
+    ("answer", "page_status", "error_code", "says"),
+    [
+        ({"status": 500}, 503, "EidUnavailable", "500"),
+        ({"body": requests.ConnectionError("refused")}, 503, "EidUnavailable", "could not connect"),
+        ({"status": 400, "json": {"message": "Invalid ReturnUrls"}}, 502, "EidApiError", "Invalid"),
+        ({"status": 200, "json": {"Url": "not a url"}}, 502, "EidProtocolError", "Url"),
+        (
+            {"status": 403, "json": {"message": f"bad {SECRET} {ACCESS_TOKEN}"}},
+            502,
+            "EidApiError",
+            "403",
+        ),
+    ],
+)
+def test_a_broker_failure_at_start(
+    broker: ScriptedBroker,
+    alice_client: Client,
+    alice: Any,
+    signals: Signals,
+    caplog: pytest.LogCaptureFixture,
+    answer: dict[str, Any],
+    page_status: int,
+    error_code: str,
+    says: str,
+) -> None:
+    """The create answer's v1 wording."""
+    caplog.set_level(logging.DEBUG)
+    broker.will_fail_create(**answer)
+    response = alice_client.post(START, {"next": "/account/"})
+    assert response.status_code == page_status
+    html = response.content.decode()
+    assert response.templates[0].name == "django_eid/error.html"
+    assert 'href="/eid/start/"' in html
+    assert "Try again" in html
+    row = Identification.objects.get()
+    assert row.user == alice
+    assert row.status == Status.ERROR
+    assert row.request_id is None
+    assert row.error_code == error_code
+    assert says in row.error_message
+    assert row.completed_at is not None
+    assert signals.names == []
+    assert not alice_client.session.get("django_eid_pending")
+    assert any(r.getMessage().startswith("Creating identification session") for r in caplog.records)
+    for secret in (SECRET, BASIC_CREDENTIALS, ACCESS_TOKEN):
+        assert secret not in caplog.text
+        assert secret not in html
+        assert secret not in row.error_message
+
+
+@pytest.mark.apis(*REST_APIS, reason=NO_CLIENT_TOKEN)
+def test_a_refused_token_at_start(
+    broker: ScriptedBroker,
+    alice_client: Client,
+    caplog: pytest.LogCaptureFixture,
+    broker_api: str,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    broker.will_fail_token(401, json={"error": "invalid_client"})
+    broker.will_create()
+    response = alice_client.post(START, {})
+    assert response.status_code == 502
+    assert len(broker.create_calls) == 0
+    row = Identification.objects.get()
+    assert (row.status, row.error_code) == (Status.ERROR, "InvalidClient")
+    assert SECRET not in caplog.text
+    assert BASIC_CREDENTIALS not in caplog.text
+
+
+def test_an_unconfigured_app_answers_503_without_a_row(
+    broker: ScriptedBroker, alice_client: Client, eid: Callable[..., None]
+) -> None:
+    eid(CLIENT_SECRET="")
+    broker.will_create()
+    response = alice_client.post(START, {})
+    assert response.status_code == 503
+    assert len(broker.mock.calls) == 0
+    assert not Identification.objects.exists()

@@ -24,7 +24,8 @@ from django_eid.brokers.v1 import parse_created, parse_record
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
 from django_eid.records import CreatedSession, IdentificationRecord
-from tests.hostile.conftest import SSN, FakeBroker, Started, new_request_id, record, snapshot
+from tests.fixtures_broker import SSN, ScriptedBroker, new_request_id, record
+from tests.fixtures_views import Started, snapshot
 
 FAST = settings(
     max_examples=120,
@@ -150,7 +151,7 @@ def test_any_date_of_birth_parses_to_a_date_or_none(value: str, ssn: str) -> Non
 any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
 
 
-def pending(client: Client, user: AbstractBaseUser, broker: FakeBroker) -> Identification:
+def pending(client: Client, user: AbstractBaseUser, broker: ScriptedBroker) -> Identification:
     """A pending row of ``user`` whose reference this client's session holds.
 
     The row is made here, not through the broker, so the broker is told what
@@ -171,7 +172,7 @@ def pending(client: Client, user: AbstractBaseUser, broker: FakeBroker) -> Ident
 @FAST
 @given(reference=any_text, kind=st.sampled_from(["success", "abort", "error", "bogus"]))
 def test_any_path_reference_is_answered_without_a_5xx(
-    alice: AbstractBaseUser, broker: FakeBroker, reference: str, kind: str
+    alice: AbstractBaseUser, broker: ScriptedBroker, reference: str, kind: str
 ) -> None:
     client = Client(raise_request_exception=False)
     client.force_login(alice)
@@ -195,7 +196,7 @@ def test_any_path_reference_is_answered_without_a_5xx(
 )
 def test_any_query_values_are_answered_without_a_5xx(
     alice: AbstractBaseUser,
-    broker: FakeBroker,
+    broker: ScriptedBroker,
     kind: str,
     params: list[tuple[str, str]],
     genuine: bool,
@@ -226,12 +227,12 @@ def test_any_query_values_are_answered_without_a_5xx(
 def test_any_retrieved_record_is_answered_without_a_5xx(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
+    broker: ScriptedBroker,
     eid: Callable[..., None],
     body: Any,
 ) -> None:
     eid(MAX_PENDING_PER_USER=10_000)
-    started = start()
+    started = start(ends="success")
     if isinstance(body, dict):
         body = {**body, "RequestId": started.request_id}
     broker.answer_record(started.request_id, body)

@@ -1,6 +1,7 @@
-"""Headers and transport: framing rules per page, the iframe page's CSP, TLS verification that
-no setting or environment turns off, the response size cap, cookies left alone, and the
-system check for a Strict session cookie without the interstitial.
+"""Headers and transport: framing rules per page (and per API's return view), no page stored,
+the iframe page's CSP and the sites' CSP nonces, TLS verification that no setting or
+environment turns off, the response size cap, cookies left alone, and the system check for a
+Strict session cookie without the interstitial.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from django_eid.client import EidClient
 from django_eid.conf import DEFAULTS
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
-from tests.hostile.conftest import BROKER_PAGE, FakeBroker, Started, reply
+from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker, reply
+from tests.fixtures_views import Started
 
 pytestmark = pytest.mark.django_db
 
@@ -28,41 +30,41 @@ START = "/eid/start/"
 CLICKJACKING = "django.middleware.clickjacking.XFrameOptionsMiddleware"
 
 
-def _start_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _start_page(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     return client.get(START)
 
 
-def _start_invalid(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _start_invalid(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     return client.post(START, {"display": "popup"})
 
 
-def _start_429(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _start_429(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     start()
     return client.post(START)
 
 
-def _start_502(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _start_502(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     broker.fault("create", reply(400, {"message": "no"}))
     return client.post(START)
 
 
-def _start_503(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _start_503(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     broker.fault("token", reply(503))
     return client.post(START)
 
 
-def _iframe_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _iframe_page(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     return start(display="iframe").response
 
 
-def _result_page(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+def _result_page(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     started = start(ends="error")
     assert client.get(started.error_url()).status_code == 200
     return client.get(f"/eid/result/{started.reference}/")
 
 
 def _callback(kind: str, tamper: str = "") -> Callable[..., Any]:
-    def hit(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+    def hit(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
         # Expired: a session abandoned at the broker (a late SUCCESS would be stored).
         ends = "pending" if tamper in ("in progress", "expired") else kind
         started = start(display="iframe" if tamper == "iframe" else "redirect", ends=ends)
@@ -124,7 +126,7 @@ PAGES: dict[str, tuple[Callable[..., Any], int, str]] = {
 def test_each_page_sets_its_own_framing_rule(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
+    broker: ScriptedBroker,
     eid: Callable[..., None],
     settings: Any,
     page: str,
@@ -141,7 +143,20 @@ def test_each_page_sets_its_own_framing_rule(
     assert response["X-Frame-Options"] == framing
 
 
-def _status_answer(start: Callable[..., Started], client: Client, broker: FakeBroker) -> Any:
+@pytest.mark.parametrize("callback", ["success", "abort", "error"])
+def test_each_apis_returns_allow_same_origin_framing_only(
+    start: Callable[..., Started], alice_client: Client, broker_api: str, callback: str
+) -> None:
+    """OpenID Connect's returns come to its one callback URL, another view: a return, and
+    a refused one, may be framed by the site itself only (the iframe display)."""
+    started = start(display="iframe")
+    returned = alice_client.get(getattr(started, f"{callback}_url")().replace("?", "?x=1&", 1))
+    url = f"/eid/return/{started.row.reference}/{callback}/?requestId=[1]&externalId=[2]"
+    for response in (returned, alice_client.get(url)):
+        assert response["X-Frame-Options"] == "SAMEORIGIN"
+
+
+def _status_answer(start: Callable[..., Started], client: Client, broker: ScriptedBroker) -> Any:
     started = start(display="iframe")
     return client.get(f"/eid/status/{started.reference}/")
 
@@ -150,7 +165,7 @@ def _status_answer(start: Callable[..., Started], client: Client, broker: FakeBr
 def test_each_page_forbids_storing_it(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
+    broker: ScriptedBroker,
     eid: Callable[..., None],
     page: str,
 ) -> None:
@@ -250,7 +265,7 @@ def test_there_is_no_setting_to_disable_verification() -> None:
 def test_every_call_of_a_flow_verifies_tls(
     start: Callable[..., Started],
     alice_client: Client,
-    broker: FakeBroker,
+    broker: ScriptedBroker,
     monkeypatch: pytest.MonkeyPatch,
     env: dict[str, str],
     verify: Any,
@@ -259,10 +274,10 @@ def test_every_call_of_a_flow_verifies_tls(
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    started = start()
+    started = start(ends="success")
     alice_client.get(started.success_url())
     # The app switch asks the broker's status call, then the record, without the browser.
-    elsewhere = start()
+    elsewhere = start(ends="success")
     assert Client().get(elsewhere.success_url() + "&eid_retry=1").status_code == 200
     calls = broker.mock.calls
     assert {c.request.url.split("?")[0].split("/")[2] for c in calls} == {
@@ -276,7 +291,7 @@ def test_every_call_of_a_flow_verifies_tls(
 
 # -- the size cap -------------------------------------------------------------------------
 @pytest.mark.parametrize("over", [-1, 0, 1, 100_000])
-def test_the_size_cap_is_exact(broker: FakeBroker, eid: Callable[..., None], over: int) -> None:
+def test_the_size_cap_is_exact(broker: ScriptedBroker, eid: Callable[..., None], over: int) -> None:
     eid(MAX_RESPONSE_BYTES=2048)
     body = b'{"RequestId": "r", "Pad": "' + b"x" * 2048 + b'"}'
     body = body[: 2048 + over - 2] + b'"}' if over <= 0 else body + b" " * over
