@@ -208,8 +208,11 @@ def real_backoff() -> None:
 
 
 @pytest.fixture
-def eid(settings: Any) -> Callable[..., None]:
-    """``eid(KEY=value, ...)`` changes keys of ``DJANGO_EID`` for this test."""
+def eid(request: pytest.FixtureRequest, settings: Any) -> Callable[..., None]:
+    """``eid(KEY=value, ...)`` changes keys of ``DJANGO_EID`` for this test (on top of the
+    broker API's settings, when the test asks for ``broker_api``)."""
+    if "broker_api" in request.fixturenames:
+        request.getfixturevalue("broker_api")  # it sets DJANGO_EID whole: first
 
     def configure(**values: Any) -> None:
         settings.DJANGO_EID = {**settings.DJANGO_EID, **values}

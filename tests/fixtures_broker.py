@@ -190,7 +190,7 @@ def raises(factory: Callable[[], BaseException]) -> Scripted:
 
 
 @functools.cache
-def _op_keys() -> dict[str, Any]:
+def op_keys() -> dict[str, Any]:
     """The sandbox OP's signing keys, made once per test run: a 2048-bit RSA key takes
     some 70 ms, which most OIDC tests of the suites would otherwise pay (some 8 s per
     preset). A test that rotates them (``rotate_keys``) changes its own store only."""
@@ -221,8 +221,8 @@ class ScriptedBroker(EidBroker):
             oidc_preset=eid_settings.OIDC_PRESET if oidc else None,
         )
         if oidc:
-            # The OP signs with the keys of the run (see _op_keys): not new ones per test.
-            self.store.set(wire_oidc._KEYS, copy.deepcopy(_op_keys()), wire_oidc.KEYS_LIFETIME)
+            # The OP signs with the keys of the run (see op_keys): not new ones per test.
+            self.store.set(wire_oidc._KEYS, copy.deepcopy(op_keys()), wire_oidc.KEYS_LIFETIME)
         #: Calls per endpoint (``counts.clear()`` to count from here).
         self.counts: Counter[str] = Counter()
         # The sandbox's sessions are found by a row's request id too: for OpenID Connect

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.test import Client
@@ -334,10 +335,6 @@ class Signals:
         self.sent.clear()
 
 
-#: The former name of :class:`Signals` (the flow and hostile suites' recorder).
-SignalRecorder = Signals
-
-
 # -- observation ---------------------------------------------------------------------
 def snapshot() -> dict[int, dict[str, Any]]:
     """Every row with every field, to compare before and after a request."""
@@ -349,16 +346,17 @@ def changed(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]])
     return {pk for pk in before.keys() | after.keys() if before.get(pk) != after.get(pk)}
 
 
-# -- the admin -----------------------------------------------------------------------
-def analyze_identifications() -> None:
-    """On PostgreSQL, the planner's statistics of the identifications as the test made them.
+# -- the admin ---------------------------------------------------------------------
+def without_planner_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The admin's list counts its rows, as on a table PostgreSQL never analyzed.
 
-    The admin's unfiltered list shows the planner's estimate past its count limit: the
-    table's pages times the rows per page of the last ``ANALYZE``, and earlier tests leave
-    pages behind (rows rolled back or deleted stay until a vacuum), so that 1 row could
-    read as "about 30414" (a flaky test, issue 23). A test counting the list's rows
-    analyzes first, as autovacuum would have.
+    Unfiltered on PostgreSQL, past its count limit, the list shows the planner's estimate:
+    the table's pages times the rows per page of the last ``ANALYZE``. Earlier tests leave
+    pages and statistics behind (rows rolled back or deleted stay until a vacuum), so 1 row
+    could read as "about 30414" (a flaky test, issue 23). A test of the count takes the
+    estimate out; the estimate has tests of its own (tests/production/test_admin_queries.py
+    and a test that gives one).
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(Identification._meta.db_table)}")
+    from django_eid import admin
+
+    monkeypatch.setattr(admin, "estimated_rows", lambda queryset: None)

@@ -104,5 +104,5 @@ DJANGO_EID = {
     "SCOPES": ["identify"],
 }
 
-# tests/gated_views.py: the EidVerified permission answers JSON only.
+# tests/gates/views.py: the EidVerified permission answers JSON only.
 REST_FRAMEWORK = {"DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]}

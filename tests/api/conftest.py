@@ -242,11 +242,8 @@ def bob_api(bob: AbstractBaseUser) -> Api:
 
 
 @pytest.fixture
-def frontend(request: pytest.FixtureRequest, eid: Callable[..., None]) -> dict[str, str]:
-    """``FRONTEND_URLS`` set, on the front end's host (after the settings of the test's
-    broker API, which replace ``DJANGO_EID``, when it asks for one)."""
-    if "broker_api" in request.fixturenames:
-        request.getfixturevalue("broker_api")
+def frontend(eid: Callable[..., None]) -> dict[str, str]:
+    """``FRONTEND_URLS`` set, on the front end's host."""
     eid(FRONTEND_URLS=FRONTEND, FRONTEND_ALLOWED_HOSTS=[FRONTEND_HOST])
     return FRONTEND
 

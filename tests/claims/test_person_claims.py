@@ -43,9 +43,7 @@ OLD_KEY, NEW_KEY = (base64.urlsafe_b64encode(c * 32).decode() for c in (b"o", b"
 
 
 @pytest.fixture
-def one_account(request: pytest.FixtureRequest, eid: Callable[..., None]) -> None:
-    if "broker_api" in request.fixturenames:
-        request.getfixturevalue("broker_api")  # its settings first: they replace DJANGO_EID
+def one_account(eid: Callable[..., None]) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=True, GET_SOCIAL_SECURITY_NUMBER=True)
 
 

@@ -26,7 +26,7 @@ from django_eid import crypto
 from django_eid.models import Identification, PersonClaim
 from tests.commands.helpers import run
 from tests.fixtures_client import SettingsWrapper, add_token, eid_settings_with
-from tests.fixtures_views import analyze_identifications, logged_in
+from tests.fixtures_views import logged_in, without_planner_estimate
 from tests.models.stored import stored_numbers
 
 pytestmark = pytest.mark.django_db
@@ -188,11 +188,11 @@ def test_a_same_person_gate_refuses_a_readable_number_against_an_unreadable_one(
 
 
 def test_the_admin_list_and_change_page_say_what_is_wrong(
-    kari: Any, lost: int, django_user_model: Any
+    kari: Any, lost: int, django_user_model: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
     client = logged_in(admin)
-    analyze_identifications()
+    without_planner_estimate(monkeypatch)
     listing = client.get(reverse("admin:django_eid_identification_changelist"))
     assert listing.status_code == 200
     assert listing.context["cl"].result_count == 1

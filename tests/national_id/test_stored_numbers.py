@@ -53,9 +53,7 @@ LENGTHS = {"NO": 11, "SE": 12, "DK": 10, "FI": 11}
 
 
 @pytest.fixture
-def with_numbers(request: pytest.FixtureRequest, eid: Callable[..., None]) -> None:
-    if "broker_api" in request.fixturenames:
-        request.getfixturevalue("broker_api")  # its settings first: they replace DJANGO_EID
+def with_numbers(eid: Callable[..., None]) -> None:
     eid(GET_SOCIAL_SECURITY_NUMBER=True)
 
 

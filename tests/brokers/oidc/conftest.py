@@ -28,7 +28,7 @@ from django_eid.models import Identification
 from django_eid.sandbox import wire_oidc
 from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import Person, builtin_persons
-from tests.fixtures_broker import _op_keys
+from tests.fixtures_broker import op_keys
 from tests.fixtures_client import SettingsWrapper
 from tests.fixtures_views import Signals
 
@@ -89,7 +89,7 @@ def serve(settings: SettingsWrapper) -> Iterator[Callable[..., EidBroker]]:
             op = stack.enter_context(EidBroker.from_settings())
             # The keys of the run (a 2048-bit RSA key takes some 70 ms to make): the OP
             # makes its own on first use, so they are in place before any.
-            op.store.set(wire_oidc._KEYS, copy.deepcopy(_op_keys()), wire_oidc.KEYS_LIFETIME)
+            op.store.set(wire_oidc._KEYS, copy.deepcopy(op_keys()), wire_oidc.KEYS_LIFETIME)
             return op
 
         yield run
