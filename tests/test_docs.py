@@ -1,5 +1,6 @@
 """The documentation matches the code: every setting, check id, command, signal, URL name,
-model field and exception is documented, and the README's links and pictures exist.
+model field and exception is documented, the README's links and pictures exist, and every
+test the documentation names as proof is where it says.
 
 (``mkdocs build --strict`` in ``make test`` catches broken links inside ``docs/``; this
 catches what the code has and the documentation forgot.)
@@ -175,3 +176,51 @@ def test_the_readme_links_absolutely_to_files_that_exist() -> None:
     pictures = re.findall(r"!\[[^]]*\]\(([^)\s]+)\)", README)
     assert pictures
     assert all(p.startswith(raw) for p in pictures), pictures
+
+
+#: A path under ``tests/`` (a folder, a test file or another file), and for a file the test
+#: after ``::`` (``tests/flow/test_start.py::test_a_get_never_starts_a_session``); a bare
+#: ``test_x.py`` without its folders is caught too, as a path the reader cannot follow.
+TEST_REFERENCE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*test_\w+\.py|tests/[\w./-]*)((?:::\w+)*)")
+
+
+def prose_lines(source: Path) -> list[tuple[int, str]]:
+    """The lines of a page outside Python code blocks (those are the reader's own code, e.g.
+    the testing guide's ``# tests/test_verification.py``); console blocks are kept."""
+    lines, fence = [], None
+    for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fence = None if fence is not None else stripped[3:].strip() or "text"
+            continue
+        if fence not in ("python", "py", "pycon"):
+            lines.append((number, line))
+    return lines
+
+
+def defines(path: Path, names: list[str]) -> bool:
+    """``path`` defines ``names[-1]`` as a (maybe async) function, inside classes ``names[:-1]``."""
+    text = path.read_text(encoding="utf-8")
+    *classes, function = names
+    return all(
+        re.search(rf"^\s*class {name}\b", text, flags=re.MULTILINE) for name in classes
+    ) and bool(re.search(rf"^\s*(?:async\s+)?def {function}\s*\(", text, flags=re.MULTILINE))
+
+
+def test_every_test_the_documentation_names_exists() -> None:
+    """A test named as proof (``tests/x/test_y.py::test_z``), a test file or a folder of
+    tests in ``docs/**/*.md`` or README.md: the path from the repository's root exists, and
+    the test is defined in that file. Read as text: nothing is imported or collected."""
+    broken = []
+    for source in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for number, line in prose_lines(source):
+            for match in TEST_REFERENCE.finditer(line):
+                path, names = match.group(1).rstrip("."), match.group(2)
+                where = f"{source.relative_to(ROOT)}:{number}: {path}{names}"
+                if not path.startswith("tests/"):
+                    broken.append(f"{where} (not a path from the repository's root)")
+                elif not (ROOT / path).exists():
+                    broken.append(f"{where} ({path} does not exist)")
+                elif names and not defines(ROOT / path, names[2:].split("::")):
+                    broken.append(f"{where} ({names[2:]} is not defined in {path})")
+    assert not broken, "references to tests that are not there:\n" + "\n".join(broken)
