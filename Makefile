@@ -1,6 +1,6 @@
 # Developer and CI entry points. `make test` is what CI runs (.ci/run).
 #
-#   make venv              .venv with django-eid editable + test and docs extras
+#   make venv              .venv with django-eid editable + its test, browser, dev and docs extras
 #   make lint              ruff check, ruff format --check, mypy (strict)
 #   make test              lint + pytest + production tier + docs (see .ci/test.sh)
 #   make test-fast         the edit-test loop: SQLite, no browser, in parallel (about 1 min)
@@ -51,7 +51,7 @@ $(PY):
 
 # Reinstall only when pyproject.toml changed since the last install (the stamp).
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,docs]'
+	$(PY) -m pip install --quiet -e '.[test,browser,dev,docs]'
 	@touch $@
 
 # The demo needs the package and the example project's settings reader only.
@@ -107,7 +107,7 @@ coverage: venv
 	.ci/services.sh run env -u EID_REQUIRE_BROWSER \
 		$(PYTEST) $(PRODUCTION_TIER) --cov --cov-append --cov-report= -q $(PYTEST_ARGS)
 	$(VENV)/bin/coverage html -q
-	$(VENV)/bin/coverage report | tail -n 1
+	$(VENV)/bin/coverage report | grep -E '^(Name|TOTAL)' 
 
 docs: venv
 	@if [ -f mkdocs.yml ]; then \

@@ -119,4 +119,5 @@ def test_every_query_of_a_verification_uses_an_index(settings: Any, django_user_
         and " WHERE " in q["sql"]
     ]
     assert len(statements) > 10  # the flow's queries were captured
-    assert seq_scans(statements) == {}
+    scanned = seq_scans(statements)
+    assert not scanned, "\n\n".join(f"{sql}\n{plan}" for sql, plan in scanned.items())
