@@ -150,7 +150,7 @@ redis_running() {
     [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
 }
 
-# A database per pytest-xdist worker of each slot (tests/workers.py, REDIS_DATABASES).
+# A database per pytest-xdist worker of each slot (tests/parallel.py, REDIS_DATABASES).
 REDIS_DATABASES=144
 
 redis_databases() {

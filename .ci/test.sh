@@ -40,20 +40,29 @@ minutes() {  # minutes SECONDS -> "3 min 07 s" / "42 s"
     if ((s >= 60)); then printf '%d min %02d s' $((s / 60)) $((s % 60)); else printf '%d s' "$s"; fi
 }
 
-# What the pytest runs of a step did, from their summaries: "1,234 passed, 7 skipped ...".
+# What the pytest runs of a step did, from their summaries: "1,234 passed, 7 skipped ...";
+# says so when a run ended before writing one (a crash, an interrupted install).
 counts() {  # counts GLOB
-    "$PY" - "$SUMMARIES" "$1" <<'PY'
+    "$PY" - "$SUMMARIES" "$1" <<'PY' 2>&1
 import json, pathlib, sys
 files = sorted(pathlib.Path(sys.argv[1]).glob(sys.argv[2]))
 total = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
+unread = []
 for f in files:
-    data = json.loads(f.read_text())
-    for key in ("passed", "failed", "errors", "xpassed"):
-        total[key] += data[key]
-    total["skipped"] += sum(data["skipped"].values())
-    total["xfailed"] += sum(data["xfailed"].values())
+    try:
+        data = json.loads(f.read_text())
+        for key in ("passed", "failed", "errors", "xpassed"):
+            total[key] += data[key]
+        total["skipped"] += sum(data["skipped"].values())
+        total["xfailed"] += sum(data["xfailed"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        unread.append(f.name)
 words = [f"{n:,} {key}" for key, n in total.items() if n or key == "passed"]
-print(", ".join(words) if files else "")
+if not files:
+    words = ["no summary: pytest ended before writing it"]
+elif unread:
+    words.append(f"unreadable summary: {', '.join(unread)}")
+print(", ".join(words))
 PY
 }
 
@@ -65,7 +74,7 @@ step() {  # step NAME SUMMARY_GLOB COMMAND...
     if "$@"; then verdict=PASS; else verdict=FAIL; failed=1; fi
     took=$((SECONDS - start))
     detail=""
-    if [[ -n $glob ]]; then detail=$(counts "$glob" 2>/dev/null); fi
+    if [[ -n $glob ]]; then detail=$(counts "$glob"); fi
     echo "==> $name: $verdict in $(minutes "$took")${detail:+ ($detail)}"
     results+=("$(printf '%-8s %-44s %10s  %s' "$verdict" "$name" "$(minutes "$took")" "$detail")")
 }
@@ -170,6 +179,7 @@ if [[ -n $services_note ]]; then echo "$services_note"; fi
 if [[ ! -x $CHROMIUM ]]; then
     if [[ ${EID_REQUIRE_BROWSER:-0} != 0 ]]; then
         echo "FAIL     browser tests: Chromium not installed ($CHROMIUM) but EID_REQUIRE_BROWSER=1"
+        failed=1
     else
         echo "SKIPPED  browser tests skipped: Chromium not installed ($CHROMIUM); apt-get install chromium to run them"
     fi
@@ -177,11 +187,16 @@ fi
 # The skips and the known limits of every pytest run, by reason.
 "$PY" - "$SUMMARIES" <<'PY'
 import json, pathlib, sys
-runs = {f.stem: json.loads(f.read_text()) for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}
+runs = {}
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    try:
+        runs[f.stem] = json.loads(f.read_text())
+    except (OSError, ValueError):
+        print(f"(unreadable: {f})")
 for key, title in (("skipped", "Skipped tests, and why"), ("xfailed", "Known limits (xfail)")):
     rows = {}
     for run, data in runs.items():
-        for reason, count in data[key].items():
+        for reason, count in dict(data.get(key) or {}).items():
             rows.setdefault(reason, []).append(f"{count} in {run}")
     if rows:
         print(f"{title}:")

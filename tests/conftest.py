@@ -14,6 +14,7 @@ that tier ran at all (a module skipped at import never reaches the first check).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Callable, Generator, Iterator
@@ -158,6 +159,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Genera
 # (tests/test_ci_tiers.py runs the hooks above in isolation: it cuts this file
 # at this marker, so keep the tier machinery above it and self-contained.)
 
+#: Without Playwright (the ``browser`` extra: tox installs the ``test`` extra alone) the
+#: browser tests cannot even be collected; CI, which requires them, then fails on "no
+#: browser test ran" instead.
+collect_ignore = [] if importlib.util.find_spec("playwright") else ["browser"]
+
 
 @pytest.hookimpl(specname="pytest_configure")
 def pytest_configure_summary(config: pytest.Config) -> None:
@@ -203,8 +209,19 @@ def _no_retry_wait(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture
 def real_backoff() -> None:
-    """The client's own delays between retries, for a test of them (which records the
-    sleeps rather than waiting them out)."""
+    """The client's own delays between retries, for a test of them (with ``slept``, which
+    records them rather than waiting them out)."""
+
+
+@pytest.fixture
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The delays the client asks for between retries (its ``BACKOFF``, none unless the test
+    asks for ``real_backoff``; ``Retry-After``), recorded instead of slept."""
+    import django_eid.transport
+
+    delays: list[float] = []
+    monkeypatch.setattr(django_eid.transport.time, "sleep", delays.append)
+    return delays
 
 
 @pytest.fixture
@@ -268,6 +285,13 @@ def pytest_collection_modifyitems_apis(config: pytest.Config, items: list[pytest
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
+        if item.get_closest_marker("apis") and "broker_api" not in getattr(
+            item, "fixturenames", ()
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid}: an apis mark without broker_api does nothing; the test runs "
+                "once, against the default API (ask for broker_api, or drop the mark)"
+            )
         callspec = getattr(item, "callspec", None)
         api = callspec.params.get("broker_api") if callspec is not None else None
         marks = [m for m in item.iter_markers("apis")] if api is not None else []

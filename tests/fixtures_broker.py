@@ -1,4 +1,4 @@
-"""The broker of the view-level suites (flow, hostile): the sandbox, scripted.
+"""The suite's broker (the ``broker`` fixture): the sandbox, scripted.
 
 One model of the broker serves every suite: :class:`ScriptedBroker` is the
 public ``eid_broker`` double (:class:`~django_eid.sandbox.fake.EidBroker`, the

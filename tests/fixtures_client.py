@@ -1,9 +1,9 @@
-"""Constants and helpers shared by the broker-client tests, and ``no_backoff``.
+"""Constants and helpers shared by the broker-client tests.
 
 The broker's URLs are mocked with ``responses`` by the root fixture ``wire``
 (``tests/conftest.py``), on which :func:`add_token`, :func:`token_calls` and
 :func:`api_calls` work; caches and the shared client are reset around every test there
-too. A module that wants :func:`no_backoff` imports it (``tests/client/conftest.py`` does).
+too, and ``slept`` records the delays between retries.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import base64
 import json
 from typing import Any, TypeAlias
 
-import pytest
 import responses
-
-import django_eid.transport
 
 #: pytest-django's ``settings`` fixture (its class name differs between versions).
 SettingsWrapper: TypeAlias = Any
@@ -102,12 +99,3 @@ def api_calls(rsps: responses.RequestsMock) -> list[Any]:
 
 def json_body(call: Any) -> Any:
     return json.loads(call.request.body)
-
-
-@pytest.fixture
-def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """No real sleeping between retries; returns the list of delays asked for."""
-    slept: list[float] = []
-    monkeypatch.setattr(django_eid.transport, "BACKOFF", 0.0)
-    monkeypatch.setattr(django_eid.transport.time, "sleep", slept.append)
-    return slept

@@ -1,7 +1,8 @@
-"""Fixtures shared by the view-level suites (flow, hostile): state, the broker, users, signals.
+"""Helpers of the suite's fixtures above the client: starts and returns, users, signals,
+before-and-after snapshots of the rows.
 
-A suite's conftest imports what it uses (``from tests.fixtures_views import *``
-style, by name). The broker is :class:`tests.fixtures_broker.ScriptedBroker`,
+The fixtures themselves (``start``, ``signals``, ``alice`` ...) are in ``tests/conftest.py``,
+built on these. The broker is :class:`tests.fixtures_broker.ScriptedBroker`,
 the sandbox behind ``responses`` (for ``BROKER_API = "oidc"`` its OpenID provider too: the
 start pushes the authorization request, :class:`Started` builds the callback's ``code``/
 ``error`` and ``state``). The callbacks are driven with the return URLs

@@ -38,6 +38,10 @@ class RunSummary:
         self.skipped: Counter[str] = Counter()
         self.xfailed: Counter[str] = Counter()
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a module that cannot be collected: none of its tests ran
+            self.outcomes["errors"] += 1
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if hasattr(report, "wasxfail"):
             if report.skipped:
@@ -51,16 +55,20 @@ class RunSummary:
         elif report.when == "call":
             self.outcomes["passed"] += 1
 
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    @pytest.hookimpl(trylast=True)  # after the hooks that may still change the exit status
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         summary: dict[str, Any] = {
             **{key: self.outcomes[key] for key in ("passed", "failed", "errors", "xpassed")},
             "skipped": dict(self.skipped.most_common()),
             "xfailed": dict(self.xfailed.most_common()),
-            "exitstatus": int(exitstatus),
+            "exitstatus": int(session.exitstatus),
             "seconds": round(time.monotonic() - self.started, 1),
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(summary, indent=2) + "\n")
+        # Whole or not at all: a reader never sees half a file.
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(summary, indent=2) + "\n")
+        partial.replace(self.path)
 
 
 def register(config: pytest.Config) -> None:

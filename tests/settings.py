@@ -11,7 +11,7 @@ import os
 import django
 import environ
 
-from tests.workers import worker_redis_url
+from tests.parallel import worker_redis_url
 
 env = environ.Env()
 
@@ -86,7 +86,7 @@ CACHES = {
 }
 
 # Django 6.1 deprecates EMAIL_BACKEND and warns when mail is sent without MAILERS (the
-# hostile tests send mail to ADMINS); the test environment swaps in the local-memory
+# privacy tests send mail to ADMINS); the test environment swaps in the local-memory
 # backend either way.
 if django.VERSION >= (6, 1):
     MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}

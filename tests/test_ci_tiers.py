@@ -147,7 +147,7 @@ def test_the_tally_is_kept_across_xdist_workers(
 def test_each_xdist_worker_has_a_redis_database_of_its_own() -> None:
     from django.core.exceptions import ImproperlyConfigured
 
-    from tests.workers import REDIS_DATABASES, worker_redis_url
+    from tests.parallel import REDIS_DATABASES, worker_redis_url
 
     url = "redis://127.0.0.1:6390/{}"
     databases = {

@@ -16,13 +16,14 @@ import pytest
 from playwright.sync_api import Page, Route, expect
 
 from django_eid.models import Identification
+from django_eid.views import STATUS_POLL_INTERVAL
 from tests.browser.test_flow import ACCOUNT_PAGE, FRAME_PAGE, choose_person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 STATUS_CALLS = "**/eid/status/**"
-#: The frame page's poll interval (``django_eid.views.STATUS_POLL_INTERVAL``), in ms.
-POLL_MS = 2_000
+#: The frame page's poll interval, in ms.
+POLL_MS = int(STATUS_POLL_INTERVAL * 1000)
 
 
 def identify_in_the_frame(page: Page, name: str = "Kari Marie Nordmann") -> None:

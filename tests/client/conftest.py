@@ -1,18 +1,14 @@
-"""Shared by the client's tests: the broker's URLs mocked with ``wire`` (tests/conftest.py),
-the delays between retries recorded instead of slept (``no_backoff``: none; ``slept``: the
-client's own), one call of each kind."""
+"""Shared by the client's tests: the broker's URLs mocked with ``wire`` (tests/conftest.py;
+``slept`` records the delays between retries), one call of each kind."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-import django_eid.transport
 from django_eid.client import EidClient, ReturnUrls
-from tests.fixtures_client import REQUEST_ID, no_backoff
+from tests.fixtures_client import REQUEST_ID
 
-__all__ = ["CREATED", "URLS", "create", "get", "no_backoff", "slept"]
+__all__ = ["CREATED", "URLS", "create", "get"]
 
 #: Return URLs with v1's placeholders, as short as a test of errors wants them.
 URLS = ReturnUrls("https://s.test/ok?r=[1]", "https://s.test/abort?r=[1]", "https://s.test/e?s=[0]")
@@ -28,12 +24,3 @@ def get(client: EidClient | None = None) -> Any:
 def create(client: EidClient | None = None) -> Any:
     """Create a session with :data:`URLS`."""
     return (client or EidClient()).create_session(return_urls=URLS, external_reference="ref")
-
-
-@pytest.fixture
-def slept(monkeypatch: pytest.MonkeyPatch, real_backoff: None) -> list[float]:
-    """The client's own delays between retries (its ``BACKOFF``, ``Retry-After``), recorded
-    instead of slept."""
-    delays: list[float] = []
-    monkeypatch.setattr(django_eid.transport.time, "sleep", delays.append)
-    return delays

@@ -37,7 +37,7 @@ def refused_connection() -> requests.ConnectionError:
 
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
 def test_get_is_retried_twice_on_busy_statuses(
-    wire: responses.RequestsMock, no_backoff: list[float], status: int
+    wire: responses.RequestsMock, slept: list[float], status: int
 ) -> None:
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, status=status, body="busy")
@@ -45,7 +45,7 @@ def test_get_is_retried_twice_on_busy_statuses(
         get()
     assert info.value.status_code == status
     assert len(api_calls(wire)) == 3
-    assert len(no_backoff) == 2
+    assert len(slept) == 2
     assert str(status) in str(info.value)
     assert "3 attempt(s)" in str(info.value)
 
@@ -54,7 +54,7 @@ def test_get_is_retried_twice_on_busy_statuses(
     "exc", [requests.ConnectionError("reset"), requests.ReadTimeout(), requests.ConnectTimeout()]
 )
 def test_get_is_retried_twice_on_connection_failures(
-    wire: responses.RequestsMock, no_backoff: list[float], exc: Exception
+    wire: responses.RequestsMock, slept: list[float], exc: Exception
 ) -> None:
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, body=exc)
@@ -65,7 +65,7 @@ def test_get_is_retried_twice_on_connection_failures(
     assert SESSION_URL in str(info.value)
 
 
-def test_get_succeeds_after_a_retry(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+def test_get_succeeds_after_a_retry(wire: responses.RequestsMock, slept: list[float]) -> None:
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, status=503)
     wire.add(responses.GET, SESSION_URL, body=requests.ConnectionError("reset"))
@@ -74,7 +74,9 @@ def test_get_succeeds_after_a_retry(wire: responses.RequestsMock, no_backoff: li
     assert len(api_calls(wire)) == 3
 
 
-def test_backoff_is_short_and_exponential(wire: responses.RequestsMock, slept: list[float]) -> None:
+def test_backoff_is_short_and_exponential(
+    wire: responses.RequestsMock, slept: list[float], real_backoff: None
+) -> None:
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, status=502)
     with pytest.raises(EidUnavailable):
@@ -84,7 +86,7 @@ def test_backoff_is_short_and_exponential(wire: responses.RequestsMock, slept: l
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 500])
 def test_other_statuses_are_not_retried(
-    wire: responses.RequestsMock, no_backoff: list[float], status: int
+    wire: responses.RequestsMock, slept: list[float], status: int
 ) -> None:
     add_token(wire)
     add_token(wire)
@@ -92,28 +94,28 @@ def test_other_statuses_are_not_retried(
     with pytest.raises(EidError):
         get()
     assert len(api_calls(wire)) == (2 if status == 401 else 1)
-    assert no_backoff == []
+    assert slept == []
 
 
-def test_retry_after_is_honoured(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+def test_retry_after_is_honoured(wire: responses.RequestsMock, slept: list[float]) -> None:
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, status=429, headers={"Retry-After": "3"})
     wire.add(responses.GET, SESSION_URL, json=RECORD)
     get()
-    assert no_backoff == [3.0]
+    assert slept == [3.0]
 
 
-def test_retry_after_as_a_date(wire: responses.RequestsMock, no_backoff: list[float]) -> None:
+def test_retry_after_as_a_date(wire: responses.RequestsMock, slept: list[float]) -> None:
     add_token(wire)
     when = formatdate(time.time() + 4, usegmt=True)
     wire.add(responses.GET, SESSION_URL, status=503, headers={"Retry-After": when})
     wire.add(responses.GET, SESSION_URL, json=RECORD)
     get()
-    assert 2 < no_backoff[0] <= 4
+    assert 2 < slept[0] <= 4
 
 
 def test_retry_after_beyond_the_timeout_is_not_waited_for(
-    settings: SettingsWrapper, wire: responses.RequestsMock, no_backoff: list[float]
+    settings: SettingsWrapper, wire: responses.RequestsMock, slept: list[float]
 ) -> None:
     settings.DJANGO_EID = eid_settings_with(TIMEOUT=5)
     add_token(wire)
@@ -121,14 +123,12 @@ def test_retry_after_beyond_the_timeout_is_not_waited_for(
     with pytest.raises(EidUnavailable) as info:
         get()
     assert len(api_calls(wire)) == 1
-    assert no_backoff == []
+    assert slept == []
     assert info.value.status_code == 503
     assert "503" in str(info.value)
 
 
-def test_the_token_request_is_retried_too(
-    wire: responses.RequestsMock, no_backoff: list[float]
-) -> None:
+def test_the_token_request_is_retried_too(wire: responses.RequestsMock, slept: list[float]) -> None:
     wire.add(responses.POST, TOKEN_URL, status=503)
     add_token(wire)
     wire.add(responses.GET, SESSION_URL, json=RECORD)
@@ -150,19 +150,19 @@ def test_the_token_request_is_retried_too(
     ],
 )
 def test_create_is_not_retried_once_the_broker_may_have_it(
-    wire: responses.RequestsMock, no_backoff: list[float], answer: dict[str, Any]
+    wire: responses.RequestsMock, slept: list[float], answer: dict[str, Any]
 ) -> None:
     add_token(wire)
     wire.add(responses.POST, SESSION_URL, **answer)
     with pytest.raises(EidUnavailable):
         create()
     assert len(api_calls(wire)) == 1
-    assert no_backoff == []
+    assert slept == []
 
 
 @pytest.mark.parametrize("failure", [requests.ConnectTimeout, refused_connection])
 def test_create_is_retried_when_the_connection_was_never_made(
-    wire: responses.RequestsMock, no_backoff: list[float], failure: Any
+    wire: responses.RequestsMock, slept: list[float], failure: Any
 ) -> None:
     add_token(wire)
     wire.add(responses.POST, SESSION_URL, body=failure())
@@ -173,7 +173,7 @@ def test_create_is_retried_when_the_connection_was_never_made(
 
 
 def test_create_gives_up_after_two_retries(
-    wire: responses.RequestsMock, no_backoff: list[float]
+    wire: responses.RequestsMock, slept: list[float]
 ) -> None:
     add_token(wire)
     wire.add(responses.POST, SESSION_URL, body=requests.ConnectTimeout())

@@ -106,8 +106,15 @@ def test_a_late_callback_of_a_success_succeeds(
     url = getattr(started, f"{callback}_url")
     response = alice_client.get(url(p0="LOGIN") if callback == "error" else url())
     assert (response.status_code, response["Location"]) == (302, "/")
-    assert started.refresh().status == Status.SUCCESS
+    row = started.refresh()
+    assert (row.status, row.last_name) == (Status.SUCCESS, "Nordmann")
     assert signals.names == ["identification_started", "identification_succeeded"]
+    assert signals.calls[-1] == (
+        "identification_succeeded",
+        started.pk,
+        Status.SUCCESS,
+        started.row.user_id,
+    )
 
 
 def test_a_session_younger_than_the_max_age_completes(
