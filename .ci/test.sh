@@ -112,7 +112,7 @@ if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then matrix=yes; fi
 cores=$(nproc 2>/dev/null || echo 2)
 echo "make test: lint, the suite on SQLite with the browser tests, the suite on PostgreSQL +"
 echo "Redis, the docs$([[ $matrix == yes ]] && echo ", and the version matrix (tox)")."
-echo "On a 2-core machine it takes about 5 minutes$([[ $matrix == yes ]] && echo ", 12 with the matrix")"
+echo "On a 2-core machine it takes about 5 minutes$([[ $matrix == yes ]] && echo ", 9 with the matrix")"
 echo "(this one has $cores); 'make test-fast' (about a minute) is the edit-test loop."
 
 # Whether the throwaway services were up before this run: only what the run
