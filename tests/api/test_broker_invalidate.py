@@ -25,20 +25,13 @@ from tests.fixtures_broker import (
     ScriptedBroker,
 )
 from tests.fixtures_client import SettingsWrapper, sandbox_settings
+from tests.flow.returns import RECORD_PROPERTIES
 
 #: The client's calls: with each REST API.
 EACH_REST_API = pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)
 INVALIDATE_URL = "https://api.broker.test/identification/session/invalidate"
-IDENTITY_FIELDS = {
-    "IdentityProviderUniqueId",
-    "Name",
-    "FirstName",
-    "MiddleName",
-    "LastName",
-    "DateOfBirth",
-    "SocialSecurityNumber",
-    "EnvironmentInfo",
-}
+#: What v1's record says of the person (all but how the session went, and with which eID).
+IDENTITY_FIELDS = set(RECORD_PROPERTIES) - {"Status", "IdentityProvider", "Error", "MetaData"}
 
 
 def created(broker: ScriptedBroker) -> str:

@@ -33,6 +33,14 @@ def identify_from_the_start_page(page: Page, name: str) -> None:
     page.get_by_role("button", name="Identify", exact=True).click()
 
 
+def verify_for_the_payout_page(page: Page, log_in: Callable[..., None]) -> None:
+    """Logged in, the user follows "Payout account" and verifies as Kari: on the payout page."""
+    log_in()
+    page.get_by_role("link", name="Payout account").click()
+    identify_from_the_start_page(page, "Kari Marie Nordmann")
+    expect(page).to_have_url(PAYOUT_PAGE)
+
+
 def make_old(user: Any) -> None:
     """Every verification of ``user`` was an hour ago."""
     an_hour_ago = timezone.now() - datetime.timedelta(hours=1)
@@ -73,10 +81,7 @@ def test_a_minor_is_refused_by_the_wine_shop(
 def test_a_stale_verification_is_asked_again_and_a_sent_form_is_resumed(
     page: Page, log_in: Callable[..., None], user: Any
 ) -> None:
-    log_in()
-    page.get_by_role("link", name="Payout account").click()
-    identify_from_the_start_page(page, "Kari Marie Nordmann")
-    expect(page).to_have_url(PAYOUT_PAGE)
+    verify_for_the_payout_page(page, log_in)
 
     # Later: the verification is an hour old when the form is sent.
     make_old(user)
@@ -102,10 +107,7 @@ def test_a_stale_verification_is_asked_again_and_a_sent_form_is_resumed(
 def test_someone_else_cannot_pass_the_payout_gate(
     page: Page, log_in: Callable[..., None], user: Any
 ) -> None:
-    log_in()
-    page.get_by_role("link", name="Payout account").click()
-    identify_from_the_start_page(page, "Kari Marie Nordmann")
-    expect(page).to_have_url(PAYOUT_PAGE)
+    verify_for_the_payout_page(page, log_in)
     make_old(user)
 
     page.reload()

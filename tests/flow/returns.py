@@ -1,22 +1,41 @@
-"""What a return of the flow does, for the tests of the returns: the outcome of each genuine
-return, the checks that a refused one changed nothing and consumed nothing, and a genuine
-return that reaches a browser without the one-time state (the app switch)."""
+"""What a return of the flow does, for the tests of the returns: the record's properties it
+reads, the outcome of each genuine return, the checks that a refused one changed nothing and
+consumed nothing (:class:`Ended`), a session made older than it is, and a genuine return that
+reaches a browser without the one-time state (the app switch)."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 
 from django_eid.models import Identification
-from tests.fixtures_broker import SAMPLE, SSN, UNIQUE_ID, ScriptedBroker
+from tests.fixtures_broker import SAMPLE, SSN, UNIQUE_ID, ScriptedBroker, record
 from tests.fixtures_views import Signals, Started, changed, logged_in, snapshot
 
 Status = Identification.Status
 START = "/eid/start/"
+
+#: The properties of v1's record beside ``RequestId``, in the published schema's order: what
+#: a return reads of the broker's answer.
+RECORD_PROPERTIES = (
+    "Status",
+    "IdentityProvider",
+    "IdentityProviderUniqueId",
+    "Name",
+    "FirstName",
+    "MiddleName",
+    "LastName",
+    "DateOfBirth",
+    "SocialSecurityNumber",
+    "EnvironmentInfo",
+    "Error",
+    "MetaData",
+)
 
 #: What the genuine return of each kind does once nothing hostile got in the way: the
 #: response's status code and ``Location``, the row's status, the signal sent.
@@ -70,6 +89,68 @@ def assert_genuine_completes(
     assert signals.calls == [(signal, started.pk, status, user.pk)]
 
 
+def assert_pending_then_completes(client: Client, started: Started, signals: Signals) -> None:
+    """Nothing was stored or consumed: the row is PENDING, its reference still in ``client``'s
+    session, no signal but the start's; the same Success URL completes it now that the
+    broker answers."""
+    assert started.refresh().status == Status.PENDING
+    assert signals.names == ["identification_started"]
+    assert started.reference in pending_refs(client)
+    response = client.get(started.success_url())
+    assert response.status_code == 302
+    assert started.refresh().status == Status.SUCCESS
+    assert signals.names == ["identification_started", "identification_succeeded"]
+
+
+@dataclass
+class Ended:
+    """A session the person ended at the broker (``start(ends=kind)``), the start's signal
+    forgotten and the rows as they were then (:attr:`before`): what a refused return must
+    leave untouched, and whose genuine return must still complete it; its record as the
+    test scripts it, its return in another browser. Made by the ``ended_at_the_broker``
+    fixture (``tests/flow/conftest.py``)."""
+
+    started: Started
+    kind: str
+    before: dict[int, Any]
+    client: Client
+    user: AbstractBaseUser
+    signals: Signals
+    broker: ScriptedBroker
+    eid: Callable[..., None]
+
+    def record_says(self, status: str = "SUCCESS", **fields: Any) -> None:
+        """Retrieving the session answers its record with ``status`` and ``fields`` (until
+        healed: :func:`tests.fixtures_broker.record`)."""
+        request_id = self.started.request_id
+        self.broker.answer_record(request_id, record(request_id, status, **fields))
+
+    def come_back_elsewhere(self, how: str, kind: str = "success") -> Any:
+        """:func:`come_back_elsewhere` with the genuine return URL of ``kind``."""
+        return come_back_elsewhere(how, self.started.url(kind), self.user, self.broker, self.eid)
+
+    def assert_untouched(self, response: Any, status: int) -> None:
+        """:func:`assert_untouched` since the start."""
+        assert_untouched(response, status, self.before, self.signals, self.broker)
+
+    def assert_genuine_completes(self) -> None:
+        """:func:`assert_genuine_completes` by the return of :attr:`kind`, in :attr:`client`."""
+        assert_genuine_completes(self.client, self.started, self.kind, self.signals, self.user)
+
+
+def aged(started: Started, seconds: float) -> None:
+    """``started``'s row was created ``seconds`` earlier than it was."""
+    Identification.objects.filter(pk=started.pk).update(
+        created_at=started.row.created_at - datetime.timedelta(seconds=seconds)
+    )
+
+
+def make_stale(started: Started, eid: Callable[..., None]) -> None:
+    """``started`` is older than ``SESSION_MAX_AGE`` (60 seconds from now on)."""
+    eid(SESSION_MAX_AGE=60)
+    aged(started, 90)
+
+
 # -- the app switch: a genuine return in a browser without the one-time state --------------
 #: What the "go back" page says whatever happened (django_eid/elsewhere.html, its heading).
 GO_BACK = "Go back to where you started"
@@ -106,14 +187,6 @@ def identified_at_the_broker(
     if environment is not ...:
         record = {"EnvironmentInfo": environment, **record}
     broker.will_return(started.request_id, **record)
-
-
-def make_stale(started: Started, eid: Callable[..., None]) -> None:
-    """``started`` is older than ``SESSION_MAX_AGE`` (60 seconds from now on)."""
-    eid(SESSION_MAX_AGE=60)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at - datetime.timedelta(seconds=90)
-    )
 
 
 def come_back_elsewhere(

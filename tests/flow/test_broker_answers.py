@@ -36,7 +36,7 @@ from tests.fixtures_broker import (
 from tests.fixtures_client import SECRET
 from tests.fixtures_views import Signals, Started, changed, snapshot
 from tests.flow.faults import connection_reset
-from tests.flow.returns import START
+from tests.flow.returns import RECORD_PROPERTIES, START
 
 pytestmark = pytest.mark.django_db
 
@@ -204,22 +204,7 @@ def nested(depth: int) -> Any:
 
 BROKER = "https://id.broker.test/start"
 DEEP = "[" * 100_000 + "]" * 100_000
-ALL_NULL = dict.fromkeys(
-    [
-        "Status",
-        "IdentityProvider",
-        "IdentityProviderUniqueId",
-        "Name",
-        "FirstName",
-        "MiddleName",
-        "LastName",
-        "DateOfBirth",
-        "SocialSecurityNumber",
-        "EnvironmentInfo",
-        "Error",
-        "MetaData",
-    ]
-)
+ALL_NULL = dict.fromkeys(RECORD_PROPERTIES)
 NOT_THE_CONTRACT: dict[str, dict[str, Any]] = {
     "token": {
         "not JSON": reply(raw="<html>OK</html>"),

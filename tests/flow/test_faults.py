@@ -16,18 +16,16 @@ from django.test import Client
 from django_eid.models import Identification
 from django_eid.sandbox.wire import Reply
 from tests.db_threads import close_thread_connections
-from tests.fixtures_broker import ScriptedBroker, record
-from tests.fixtures_views import Signals, Started, changed, snapshot
+from tests.fixtures_broker import ScriptedBroker
+from tests.fixtures_views import Signals, Started, snapshot
 from tests.flow.faults import FailingStatement
 from tests.flow.returns import (
     CALLBACK_OUTCOME,
     ELSEWHERE,
     SAME_DEVICE,
-    come_back_elsewhere,
+    Ended,
     pending_refs,
 )
-
-Status = Identification.Status
 
 
 # -- a database error while storing ---------------------------------------------------------
@@ -37,60 +35,39 @@ Status = Identification.Status
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("one_account", [False, True], ids=["plain", "ONE_ACCOUNT_PER_PERSON"])
 def test_a_database_error_while_storing_rolls_back_and_the_same_url_completes(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
     signals: Signals,
     eid: Callable[..., None],
     kind: str,
     one_account: bool,
 ) -> None:
     eid(ONE_ACCOUNT_PER_PERSON=one_account)
-    started = start(ends=kind)  # the broker's record says what the return URL says
-    signals.clear()
-    before = snapshot()
+    ended = ended_at_the_broker(kind)  # the broker's record says what the return URL says
     failing = FailingStatement("UPDATE")
     with connection.execute_wrapper(failing), pytest.raises(OperationalError):
-        alice_client.get(started.url(kind))
+        alice_client.get(ended.started.url(kind))
     assert failing.failed == 1
-    assert snapshot() == before  # still PENDING, nothing half-stored
+    assert snapshot() == ended.before  # still PENDING, nothing half-stored
     assert signals.names == []  # nothing announced that was not committed
-    assert started.reference in pending_refs(alice_client)  # nothing consumed
-    code, _, status, signal = CALLBACK_OUTCOME[kind]
-    response = alice_client.get(started.url(kind))  # the same URL, once more
-    assert response.status_code == code
-    assert changed(before, snapshot()) == {started.pk}
-    assert started.row.status == status
-    assert signals.calls == [(signal, started.pk, status, alice.pk)]
+    assert ended.started.reference in pending_refs(alice_client)  # nothing consumed
+    ended.assert_genuine_completes()  # the same URL, once more
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("how", ELSEWHERE)
 def test_a_database_error_while_an_app_switch_stores_loses_nothing(
-    start: Callable[..., Started],
-    phone: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    eid: Callable[..., None],
-    how: str,
+    ended_at_the_broker: Callable[..., Ended], phone: Client, signals: Signals, how: str
 ) -> None:
-    started = start(client=phone, ends="success")
-    rid = started.request_id
-    broker.answer_record(rid, record(rid, EnvironmentInfo=SAME_DEVICE))
-    signals.clear()
-    before = snapshot()
+    ended = ended_at_the_broker("success", client=phone)
+    ended.record_says(EnvironmentInfo=SAME_DEVICE)
     failing = FailingStatement("UPDATE")
     with connection.execute_wrapper(failing), pytest.raises(OperationalError):
-        come_back_elsewhere(how, started.url("success"), alice, broker, eid)
+        ended.come_back_elsewhere(how)
     assert failing.failed == 1
-    assert (snapshot(), signals.names) == (before, [])  # still PENDING, nothing announced
-    assert started.reference in pending_refs(phone)
-    response = phone.get(started.url("success"))
-    assert (response.status_code, response["Location"]) == (302, "/")
-    assert started.row.status == Status.SUCCESS
-    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
+    assert (snapshot(), signals.names) == (ended.before, [])  # still PENDING, nothing announced
+    assert ended.started.reference in pending_refs(phone)
+    ended.assert_genuine_completes()  # in the browser that started
 
 
 # -- two hits of one return URL at the same moment ------------------------------------------

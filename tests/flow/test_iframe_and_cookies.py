@@ -8,7 +8,6 @@ import html
 import json
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,6 +18,7 @@ from django.test import Client
 from django_eid.models import Identification
 from tests.fixtures_broker import BROKER_PAGE, ScriptedBroker
 from tests.fixtures_views import Signals, Started
+from tests.flow.returns import aged
 
 pytestmark = pytest.mark.django_db
 
@@ -215,9 +215,7 @@ def test_the_iframe_page_of_an_expired_session_says_so(
     """Each API's way of settling a stale row first (OpenID Connect has nothing to ask)."""
     eid(SESSION_MAX_AGE=60)
     started = start(display="iframe")
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.refresh().created_at - timedelta(seconds=61)
-    )
+    aged(started, 61)
     response = alice_client.get(f"/eid/frame/{started.reference}/")
     assert response.status_code == 410
     assert started.refresh().status == Identification.Status.EXPIRED

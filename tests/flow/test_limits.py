@@ -23,7 +23,7 @@ from tests.fixtures_broker import (
     reply,
 )
 from tests.fixtures_views import Signals, Started, changed, logged_in, snapshot
-from tests.flow.returns import START, assert_untouched, pending_refs
+from tests.flow.returns import START, aged, assert_untouched, pending_refs
 
 pytestmark = pytest.mark.django_db
 
@@ -56,8 +56,7 @@ def test_an_expired_session_becomes_expired(
     sends nothing, and a replay (of any return) changes nothing, asks the broker nothing."""
     eid(SESSION_MAX_AGE=60)
     started = start()  # still at the broker
-    old = started.row.created_at - timedelta(seconds=61)
-    Identification.objects.filter(pk=started.row.pk).update(created_at=old)
+    aged(started, 61)
     url = getattr(started, f"{callback}_url")
     url = url(p0="TIMEOUT") if callback == "error" else url()
     before = snapshot()
@@ -101,8 +100,7 @@ def test_a_late_callback_of_a_success_succeeds(
     eid(SESSION_MAX_AGE=60)
     started = start()
     broker.will_return(started.request_id)
-    old = started.row.created_at - timedelta(seconds=3600)
-    Identification.objects.filter(pk=started.row.pk).update(created_at=old)
+    aged(started, 3600)
     url = getattr(started, f"{callback}_url")
     response = alice_client.get(url(p0="LOGIN") if callback == "error" else url())
     assert (response.status_code, response["Location"]) == (302, "/")
@@ -126,8 +124,7 @@ def test_a_session_younger_than_the_max_age_completes(
     eid(SESSION_MAX_AGE=60)
     started = start()
     broker.will_return(started.request_id)
-    young = started.row.created_at - timedelta(seconds=55)
-    Identification.objects.filter(pk=started.row.pk).update(created_at=young)
+    aged(started, 55)
     assert alice_client.get(started.success_url()).status_code == 302
     assert started.refresh().status == Status.SUCCESS
 
@@ -207,8 +204,7 @@ def test_the_pending_limit_counts_only_this_users_live_sessions(
         done = timezone.now() - timedelta(seconds=flow.FAILED_START_WINDOW + 1)
         Identification.objects.filter(pk=first.pk).update(completed_at=done)
     elif freed_by == "one expiring":
-        old = first.row.created_at - timedelta(seconds=1801)
-        Identification.objects.filter(pk=first.pk).update(created_at=old)
+        aged(first, 1801)
     else:
         bob_client = logged_in(bob)
         assert start(client=bob_client).row.user_id == bob.pk

@@ -26,6 +26,7 @@ from django_eid.models import Identification
 from django_eid.records import CreatedSession, IdentificationRecord
 from tests.fixtures_broker import SSN, ScriptedBroker, new_request_id, record
 from tests.fixtures_views import Started, snapshot
+from tests.flow.returns import RECORD_PROPERTIES
 
 FAST = settings(
     max_examples=120,
@@ -50,20 +51,10 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
+#: The record's properties, and those of its nested objects (EnvironmentInfo, Error).
 RECORD_KEYS = [
     "RequestId",
-    "Status",
-    "IdentityProvider",
-    "IdentityProviderUniqueId",
-    "Name",
-    "FirstName",
-    "MiddleName",
-    "LastName",
-    "DateOfBirth",
-    "SocialSecurityNumber",
-    "EnvironmentInfo",
-    "Error",
-    "MetaData",
+    *RECORD_PROPERTIES,
     "UserAgent",
     "IPAddress",
     "NativeErrorCode",

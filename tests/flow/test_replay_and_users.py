@@ -20,7 +20,7 @@ from django_eid.models import Identification
 from django_eid.signals import identification_succeeded
 from tests.fixtures_broker import ScriptedBroker
 from tests.fixtures_views import Signals, Started, logged_in, snapshot
-from tests.flow.returns import START, assert_genuine_completes, assert_untouched, url_of
+from tests.flow.returns import START, Ended, assert_untouched, url_of
 
 pytestmark = pytest.mark.django_db
 
@@ -134,81 +134,65 @@ def test_another_user_cannot_finish_the_session(
 @pytest.mark.parametrize("ids", ["alice's", "bob's"])
 def test_another_users_session_cannot_be_touched(
     start: Callable[..., Started],
-    alice_client: Client,
+    ended_at_the_broker: Callable[..., Ended],
     bob_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
     kind: str,
     ids: str,
 ) -> None:
     """Bob fills alice's return URL (v1's placeholders) with her ids or his own."""
-    alices = start(ends=kind)
     bobs = start(client=bob_client, ends=kind)
-    signals.clear()
-    before = snapshot()
+    ended = ended_at_the_broker(kind)
+    alices = ended.started
     source = alices if ids == "alice's" else bobs
     template = alices.template(kind.capitalize())
     url = template.replace("[0]", "TIMEOUT").replace("[1]", source.request_id)
     url = url.replace("[2]", source.external_id)
     response = bob_client.get(url)
-    assert_untouched(response, 404, before, signals, broker)
+    ended.assert_untouched(response, 404)
     assert b"not valid" in response.content
     assert response["X-Frame-Options"] == "SAMEORIGIN"
-    assert_genuine_completes(alice_client, alices, kind, signals, alice)
+    ended.assert_genuine_completes()
     assert bobs.row.status == Status.PENDING
 
 
 # -- other browsers, forged ids ----------------------------------------------------------
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 def test_the_same_user_in_another_browser_with_forged_ids_is_refused(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    kind: str,
+    ended_at_the_broker: Callable[..., Ended], alice: AbstractBaseUser, kind: str
 ) -> None:
     """Not this browser's, and not the broker's return either: refused as before."""
-    started = start(ends=kind)
-    signals.clear()
-    before = snapshot()
-    forged = {"p2": "0" * len(started.external_id)}
-    url = url_of(started, kind, **forged)
+    ended = ended_at_the_broker(kind)
+    forged = {"p2": "0" * len(ended.started.external_id)}
+    url = url_of(ended.started, kind, **forged)
     response = logged_in(alice).get(url)
-    assert_untouched(response, 403, before, signals, broker)
+    ended.assert_untouched(response, 403)
     assert b"not started in this browser" in response.content
-    assert_genuine_completes(alice_client, started, kind, signals, alice)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("interstitial", [True, False])
 def test_a_callback_without_any_session_and_forged_ids_changes_nothing(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
+    ended_at_the_broker: Callable[..., Ended],
     eid: Callable[..., None],
     kind: str,
     interstitial: bool,
 ) -> None:
     eid(CALLBACK_INTERSTITIAL=interstitial)
-    started = start(ends=kind)
-    signals.clear()
-    before = snapshot()
+    ended = ended_at_the_broker(kind)
+    started = ended.started
     forged = {"p1": started.request_id[:-1] + "X"}
     url = url_of(started, kind, **forged)
     response = Client().get(url)
     if interstitial:  # the same URL once more, marked, from our own page
-        assert_untouched(response, 200, before, signals, broker)
+        ended.assert_untouched(response, 200)
         retry = response.context["retry_url"]
         assert retry.startswith(started.path(kind))
         assert "eid_retry=1" in retry
         response = Client().get(retry)
-    assert_untouched(response, 403, before, signals, broker)
+    ended.assert_untouched(response, 403)
     assert b"Session expired" in response.content
-    assert_genuine_completes(alice_client, started, kind, signals, alice)
+    ended.assert_genuine_completes()
 
 
 # -- the result page -----------------------------------------------------------------

@@ -15,15 +15,15 @@ from django.test import Client
 
 from django_eid import crypto, flow
 from django_eid.models import Identification
-from tests.fixtures_broker import ScriptedBroker, record
+from tests.fixtures_broker import ScriptedBroker
 from tests.fixtures_views import Signals, Started, changed, logged_in, snapshot
 from tests.flow.returns import (
     ELSEWHERE,
     START,
     TEST_CLIENT_IP,
     USER_AGENT,
+    Ended,
     assert_go_back_page,
-    come_back_elsewhere,
     identified_at_the_broker,
 )
 
@@ -73,29 +73,26 @@ def test_the_user_agent_is_part_of_the_device(
 )
 @pytest.mark.parametrize("how", ELSEWHERE)
 def test_an_app_switch_completes_only_on_the_device_that_started(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     phone: Client,
     alice: AbstractBaseUser,
     broker: ScriptedBroker,
     signals: Signals,
-    eid: Callable[..., None],
     environment: Any,
     completed: bool,
     how: str,
 ) -> None:
-    started = start(client=phone, ends="success")
-    rid = started.request_id
-    broker.answer_record(rid, record(rid, EnvironmentInfo=environment))
-    signals.clear()
+    ended = ended_at_the_broker("success", client=phone)
+    started = ended.started
+    ended.record_says(EnvironmentInfo=environment)
     broker.counts.clear()
-    before = snapshot()
-    response = come_back_elsewhere(how, started.url("success"), alice, broker, eid)
+    response = ended.come_back_elsewhere(how)
     assert_go_back_page(response)
     assert (broker.counts["status"], broker.counts["retrieve"]) == (1, 1)
     if not completed:
-        assert (snapshot(), signals.names) == (before, [])
+        assert (snapshot(), signals.names) == (ended.before, [])
         return
-    assert changed(before, snapshot()) == {started.pk}
+    assert changed(ended.before, snapshot()) == {started.pk}
     row = started.row
     assert (row.status, row.last_name) == (Status.SUCCESS, "Nordmann")
     # The browser's address and user agent are the record's, stored on completion.

@@ -36,23 +36,36 @@ def verifying() -> Iterator[Callable[[Callable[..., None]], None]]:
         eid_signals.identification_verifying.disconnect(receiver, sender=Identification)
 
 
-def finish(
-    start: Callable[..., Started], broker: ScriptedBroker, client: Client, **record: Any
-) -> Any:
-    started = start()
-    broker.will_return(started.request_id, **record)
-    response = client.get(started.success_url())
-    return started, response
+#: ``finish(person=None, **record)`` -> the start and the response to its return.
+Finish = Callable[..., tuple[Started, Any]]
+
+
+@pytest.fixture
+def finish(start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client) -> Finish:
+    """``finish(person=None, **record)``: alice starts and comes back with a success whose
+    record is the sample person's, or ``person``'s (a name of the sandbox's persons: their
+    birth date, national identity number and eID), with ``record``'s fields."""
+
+    def run(person: str | None = None, **record: Any) -> tuple[Started, Any]:
+        if person is not None:
+            who = broker.persons.get(person)
+            assert who is not None, person
+            record = {
+                "DateOfBirth": who.date_of_birth,
+                "SocialSecurityNumber": who.national_identity_number,
+                "IdentityProvider": who.identity_provider,
+                **record,
+            }
+        started = start()
+        broker.will_return(started.request_id, **record)
+        return started, alice_client.get(started.success_url())
+
+    return run
 
 
 # -- identification_verifying ---------------------------------------------------------------------
 def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    verifying: Callable[..., None],
-    signals: Signals,
+    finish: Finish, alice: AbstractBaseUser, verifying: Callable[..., None], signals: Signals
 ) -> None:
     seen: list[tuple[str, Any, Any]] = []
 
@@ -60,7 +73,7 @@ def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
         seen.append((identification.status, user, request))
 
     verifying(rule)
-    started, response = finish(start, broker, alice_client)
+    started, response = finish()
     assert response.status_code == 302
     [(status, user, request)] = seen
     assert (status, user) == (Status.SUCCESS, alice)
@@ -72,17 +85,13 @@ def test_verifying_sees_the_uncommitted_success_inside_the_transaction(
 
 
 def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    verifying: Callable[..., None],
-    signals: Signals,
+    finish: Finish, verifying: Callable[..., None], signals: Signals
 ) -> None:
     def rule(identification: Identification, **kwargs: Any) -> None:
         raise IdentificationRejected("Members only.")
 
     verifying(rule)
-    started, response = finish(start, broker, alice_client)
+    started, response = finish()
     assert response.status_code == 200
     assert "Members only." in response.content.decode()
     row = started.refresh()
@@ -99,9 +108,7 @@ def test_a_rejection_in_verifying_is_stored_and_success_is_never_sent(
 
 
 def test_a_rejection_rolls_back_what_the_receivers_wrote(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
+    finish: Finish,
     alice: AbstractBaseUser,
     verifying: Callable[..., None],
     eid: Callable[..., None],
@@ -117,48 +124,38 @@ def test_a_rejection_rolls_back_what_the_receivers_wrote(
 
     verifying(writes)
     verifying(rejects)
-    started, _ = finish(start, broker, alice_client)
+    started, _ = finish()
     assert started.refresh().status == Status.REJECTED
     alice.refresh_from_db()
     assert alice.first_name == ""  # type: ignore[attr-defined]
     assert not PersonClaim.objects.exists()  # the person's claims went with the rollback
 
 
-def test_the_first_rejection_wins(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    verifying: Callable[..., None],
-) -> None:
+def test_the_first_rejection_wins(finish: Finish, verifying: Callable[..., None]) -> None:
     for reason in ("First.", "Second."):
 
         def rule(reason: str = reason, **kwargs: Any) -> None:
             raise IdentificationRejected(reason)
 
         verifying(rule)
-    started, _ = finish(start, broker, alice_client)
+    started, _ = finish()
     assert started.refresh().error_message == "First."
 
 
 def test_a_rejection_without_a_reason_gets_the_default_one(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    verifying: Callable[..., None],
+    finish: Finish, verifying: Callable[..., None]
 ) -> None:
     def rule(**kwargs: Any) -> None:
         raise IdentificationRejected()
 
     verifying(rule)
-    started, response = finish(start, broker, alice_client)
+    started, response = finish()
     assert started.refresh().error_message == "Your identification was not accepted."
     assert "Your identification was not accepted." in response.content.decode()
 
 
 def test_a_crashing_rule_refuses_the_identity(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
+    finish: Finish,
     verifying: Callable[..., None],
     signals: Signals,
     caplog: pytest.LogCaptureFixture,
@@ -168,7 +165,7 @@ def test_a_crashing_rule_refuses_the_identity(
 
     verifying(rule)
     with caplog.at_level(logging.ERROR, logger="django_eid"):
-        started, response = finish(start, broker, alice_client)
+        started, response = finish()
     row = started.refresh()
     assert (row.status, row.error_code) == (Status.ERROR, "RULES_FAILED")
     assert "The identification did not succeed." in response.content.decode()
@@ -196,21 +193,12 @@ def test_without_rules_the_success_is_one_update(
 
 # -- MIN_AGE --------------------------------------------------------------------------------------
 def test_min_age_rejects_a_minor_before_anyone_sees_them_verified(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    verifying: Callable[..., None],
-    signals: Signals,
+    finish: Finish, eid: Callable[..., None], verifying: Callable[..., None], signals: Signals
 ) -> None:
     eid(MIN_AGE=18)
     ran: list[str] = []
     verifying(lambda **kwargs: ran.append("rule"))
-    minor = broker.persons.MINOR
-    started, response = finish(
-        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
-        SocialSecurityNumber=minor.national_identity_number,
-    )  # fmt: skip
+    started, response = finish("MINOR")
     row = started.refresh()
     assert (row.status, row.error_code) == (Status.REJECTED, "MIN_AGE")
     assert row.error_message == "You must be at least 18 years old to use this service."
@@ -220,17 +208,11 @@ def test_min_age_rejects_a_minor_before_anyone_sees_them_verified(
 
 
 def test_min_age_rejects_an_unknown_age(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    broker_api: str,
+    finish: Finish, eid: Callable[..., None], broker_api: str
 ) -> None:
     """Whatever each API's record leaves out of the birth date (no date, no number)."""
     eid(MIN_AGE=18)
-    started, response = finish(
-        start, broker, alice_client, DateOfBirth=None, SocialSecurityNumber=None
-    )
+    started, response = finish(DateOfBirth=None, SocialSecurityNumber=None)
     row = started.refresh()
     assert (row.status, row.error_code, row.date_of_birth) == (Status.REJECTED, "AGE_UNKNOWN", None)
     assert "did not tell your date of birth" in response.content.decode()
@@ -238,40 +220,23 @@ def test_min_age_rejects_an_unknown_age(
 
 @pytest.mark.parametrize("person", ["NORWEGIAN", "CENTENARIAN", "SWEDISH_COORDINATION"])
 def test_min_age_lets_adults_through(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    broker_api: str,
-    person: str,
+    finish: Finish, broker: ScriptedBroker, eid: Callable[..., None], broker_api: str, person: str
 ) -> None:
     """The age from each API's record of persons of each country: v1's two-digit
     DateOfBirth with the number, the successors' and OpenID Connect's full dates."""
     eid(MIN_AGE=18)
+    started, response = finish(person)
+    assert response.status_code == 302
     who = broker.persons.get(person)
     assert who is not None
-    started, response = finish(
-        start, broker, alice_client, DateOfBirth=who.date_of_birth,
-        SocialSecurityNumber=who.national_identity_number, IdentityProvider=who.identity_provider,
-    )  # fmt: skip
-    assert response.status_code == 302
     row = started.refresh()
     assert (row.status, row.date_of_birth) == (Status.SUCCESS, who.birth_date)
 
 
-def test_the_centenarian_is_not_taken_for_a_child(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-) -> None:
+def test_the_centenarian_is_not_taken_for_a_child(finish: Finish, eid: Callable[..., None]) -> None:
     """Her two-digit DateOfBirth alone reads as this century; her number says 1924."""
     eid(MIN_AGE=18)
-    centenarian = broker.persons.CENTENARIAN
-    started, _ = finish(
-        start, broker, alice_client, DateOfBirth=centenarian.date_of_birth,
-        SocialSecurityNumber=centenarian.national_identity_number, IdentityProvider="SWE_BANKID",
-    )  # fmt: skip
+    started, _ = finish("CENTENARIAN")  # a Swede (SWE_BANKID)
     row = started.refresh()
     assert row.status == Status.SUCCESS
     assert row.age is not None
@@ -279,17 +244,10 @@ def test_the_centenarian_is_not_taken_for_a_child(
 
 
 def test_the_min_age_reason_is_shown_in_the_readers_language(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
+    finish: Finish, alice_client: Client, eid: Callable[..., None]
 ) -> None:
     eid(MIN_AGE=18)
-    minor = broker.persons.MINOR
-    started, _ = finish(
-        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
-        SocialSecurityNumber=minor.national_identity_number,
-    )  # fmt: skip
+    started, _ = finish("MINOR")
     page = alice_client.get(
         f"/eid/result/{started.reference}/", headers={"accept-language": "nb"}
     ).content.decode()
@@ -298,14 +256,14 @@ def test_the_min_age_reason_is_shown_in_the_readers_language(
 
 # -- identification_succeeded, for compatibility --------------------------------------------------
 def test_a_rejection_from_succeeded_still_works_after_the_commit(
-    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client, signals: Signals
+    finish: Finish, signals: Signals
 ) -> None:
     def late(identification: Identification, **kwargs: Any) -> None:
         raise IdentificationRejected("Too late, but still no.")
 
     eid_signals.identification_succeeded.connect(late, sender=Identification, weak=False)
     try:
-        started, _ = finish(start, broker, alice_client)
+        started, _ = finish()
     finally:
         eid_signals.identification_succeeded.disconnect(late, sender=Identification)
     row = started.refresh()
@@ -318,10 +276,7 @@ def test_a_rejection_from_succeeded_still_works_after_the_commit(
 
 
 def test_the_first_receiver_that_says_no_stops_the_others(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    verifying: Callable[..., None],
+    finish: Finish, verifying: Callable[..., None]
 ) -> None:
     ran: list[str] = []
 
@@ -334,40 +289,25 @@ def test_the_first_receiver_that_says_no_stops_the_others(
 
     verifying(first)
     verifying(second)
-    started, _ = finish(start, broker, alice_client)
+    started, _ = finish()
     assert started.refresh().status == Status.REJECTED
     assert ran == ["first"]
 
 
 def test_a_min_age_refusal_keeps_saying_the_age_that_applied(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
+    finish: Finish, alice_client: Client, eid: Callable[..., None]
 ) -> None:
     eid(MIN_AGE=18)
-    minor = broker.persons.MINOR
-    started, _ = finish(
-        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
-        SocialSecurityNumber=minor.national_identity_number,
-    )  # fmt: skip
+    started, _ = finish("MINOR")
     eid(MIN_AGE=20)  # the site raises its limit later
     page = alice_client.get(f"/eid/result/{started.reference}/").content.decode()
     assert "You must be at least 18 years old to use this service." in page
 
 
 def test_ages_work_without_time_zone_support(
-    start: Callable[..., Started],
-    broker: ScriptedBroker,
-    alice_client: Client,
-    eid: Callable[..., None],
-    settings: Any,
+    finish: Finish, eid: Callable[..., None], settings: Any
 ) -> None:
     settings.USE_TZ = False
     eid(MIN_AGE=18)
-    minor = broker.persons.MINOR
-    started, _ = finish(
-        start, broker, alice_client, DateOfBirth=minor.date_of_birth,
-        SocialSecurityNumber=minor.national_identity_number,
-    )  # fmt: skip
+    started, _ = finish("MINOR")
     assert started.refresh().error_code == "MIN_AGE"

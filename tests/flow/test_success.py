@@ -31,7 +31,7 @@ from tests.fixtures_broker import (
     reply,
 )
 from tests.fixtures_views import Signals, Started, changed, snapshot
-from tests.flow.returns import assert_genuine_completes, pending_refs
+from tests.flow.returns import Ended, assert_pending_then_completes, pending_refs
 
 pytestmark = pytest.mark.django_db
 
@@ -184,15 +184,9 @@ def test_a_record_in_progress_leaves_the_row_pending(
     assert snapshot() == before
     assert response.status_code == 409
     assert "not finished yet" in response.content.decode()
-    assert started.refresh().status == Status.PENDING
-    assert signals.names == ["identification_started"]
-    assert started.row.reference in pending_refs(alice_client)
     # The same URL, once the user has finished at the broker.
-    response = alice_client.get(started.success_url())
-    assert response.status_code == 302
-    assert started.refresh().status == Status.SUCCESS
+    assert_pending_then_completes(alice_client, started, signals)
     assert len(broker.get_calls) == 2
-    assert signals.names == ["identification_started", "identification_succeeded"]
 
 
 # -- a refused record status -----------------------------------------------------
@@ -212,7 +206,7 @@ REFUSED_STATUSES = [
 
 @pytest.mark.parametrize("record_status", REFUSED_STATUSES)
 def test_a_record_that_is_not_success_stores_an_error(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
     alice: AbstractBaseUser,
     broker: ScriptedBroker,
@@ -220,17 +214,15 @@ def test_a_record_that_is_not_success_stores_an_error(
     record_status: str,
 ) -> None:
     """v1's statuses and Error object (the other APIs': tests/brokers)."""
-    started = start(ends="success")
-    signals.clear()
+    ended = ended_at_the_broker("success")
+    started = ended.started
     error = {"NativeErrorCode": "C307", "ErrorCode": "PKI_BLOCKED", "ErrorMessage": "SIM blocked."}
-    rid = started.request_id
-    broker.answer_record(rid, record(rid, record_status, Error=error))
-    before = snapshot()
+    ended.record_says(record_status, Error=error)
     response = alice_client.get(started.success_url())
     assert response.status_code == 200
     assert "Identification failed" in response.content.decode()
     assert "PKI_BLOCKED" in response.content.decode()
-    assert changed(before, snapshot()) == {started.pk}
+    assert changed(ended.before, snapshot()) == {started.pk}
     row = started.row
     assert (row.status, row.error_status) == (Status.ERROR, record_status)
     assert (row.error_code, row.error_message) == ("PKI_BLOCKED", "SIM blocked.")
@@ -254,9 +246,8 @@ def test_the_native_error_code_is_kept_without_an_error_code(
 @pytest.mark.parametrize("status", ["", None, ...], ids=["empty", "null", "absent"])
 @pytest.mark.parametrize("kind", ["success", "error"])
 def test_a_record_without_a_status_leaves_the_session_pending(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
-    alice: AbstractBaseUser,
     broker: ScriptedBroker,
     signals: Signals,
     caplog: pytest.LogCaptureFixture,
@@ -265,17 +256,15 @@ def test_a_record_without_a_status_leaves_the_session_pending(
 ) -> None:
     """A record that cannot say how the session ended decides nothing: not an ERROR for good
     (the broker may answer properly later), a 409 that the user may reload, and a log line."""
-    started = start(ends="success")
-    signals.clear()
-    rid = started.request_id
-    broker.answer_record(rid, record(rid, Status=status))
-    before = snapshot()
-    url = started.success_url() if kind == "success" else started.error_url(p1=rid)
+    ended = ended_at_the_broker("success")
+    ended.record_says(Status=status)
+    rid = ended.started.request_id
+    url = ended.started.success_url() if kind == "success" else ended.started.error_url(p1=rid)
     assert alice_client.get(url).status_code == 409
-    assert (snapshot(), signals.names) == (before, [])
+    assert (snapshot(), signals.names) == (ended.before, [])
     assert any("has no status" in r.getMessage() for r in caplog.records)
     broker.heal(request_id=rid)
-    assert_genuine_completes(alice_client, started, "success", signals, alice)
+    ended.assert_genuine_completes()
 
 
 # -- a record that is not this session's, or not a record ------------------------------
@@ -284,17 +273,17 @@ def test_a_record_without_a_status_leaves_the_session_pending(
 )
 def test_a_record_of_another_session_is_not_stored(
     start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
     bob_client: Client,
-    alice: AbstractBaseUser,
     broker: ScriptedBroker,
     signals: Signals,
     whose: str,
 ) -> None:
     """v1's RequestId (the successors' id check: tests/brokers)."""
-    started, other = start(ends="success"), start(ends="success")
-    bobs = start(client=bob_client, ends="success")
-    signals.clear()
+    other, bobs = start(ends="success"), start(client=bob_client, ends="success")
+    ended = ended_at_the_broker("success")
+    started = ended.started
     named = {
         "another of alice's": other.request_id,
         "bob's": bobs.request_id,
@@ -302,34 +291,24 @@ def test_a_record_of_another_session_is_not_stored(
         "the same, in lower case": started.request_id.lower(),
         "empty": "",
     }[whose]
-    broker.answer_record(started.request_id, record(started.request_id, RequestId=named))
-    before = snapshot()
+    ended.record_says(RequestId=named)
     response = alice_client.get(started.success_url())
     assert response.status_code == 502
-    assert snapshot() == before
+    assert snapshot() == ended.before
     assert signals.names == []
     assert started.reference in pending_refs(alice_client)
     broker.heal(request_id=started.request_id)  # the broker recovers: the same URL completes
-    assert_genuine_completes(alice_client, started, "success", signals, alice)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize("absent", [..., None])
 def test_a_record_that_names_no_session_is_the_one_asked_for(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    absent: Any,
+    ended_at_the_broker: Callable[..., Ended], absent: Any
 ) -> None:
     # The published schema requires no field: the id was in the request.
-    started = start(ends="success")
-    signals.clear()
-    broker.answer_record(started.request_id, record(started.request_id, RequestId=absent))
-    response = alice_client.get(started.success_url())
-    assert response.status_code == 302
-    assert started.row.status == Status.SUCCESS
-    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
+    ended = ended_at_the_broker("success")
+    ended.record_says(RequestId=absent)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize(
@@ -344,42 +323,31 @@ def test_a_record_that_names_no_session_is_the_one_asked_for(
     ids=["status number", "env string", "error list", "ssn number", "id number"],
 )
 def test_a_record_that_fails_to_parse_leaves_the_session_pending(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
-    alice: AbstractBaseUser,
     broker: ScriptedBroker,
     signals: Signals,
     body: dict[str, Any],
 ) -> None:
-    started = start(ends="success")
-    signals.clear()
-    broker.fault("retrieve", reply(body=record(started.request_id, **body)))
-    before = snapshot()
-    assert alice_client.get(started.success_url()).status_code == 502
-    assert (snapshot(), signals.names) == (before, [])
+    ended = ended_at_the_broker("success")
+    broker.fault("retrieve", reply(body=record(ended.started.request_id, **body)))
+    assert alice_client.get(ended.started.success_url()).status_code == 502
+    assert (snapshot(), signals.names) == (ended.before, [])
     broker.heal()
-    assert_genuine_completes(alice_client, started, "success", signals, alice)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize("meta", [{"k": 1, "ok": "v"}, ["x"]], ids=["a number", "a list"])
 def test_metadata_of_another_type_does_not_stop_the_identification(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    meta: Any,
+    ended_at_the_broker: Callable[..., Ended], meta: Any
 ) -> None:
     # Add-on data the identity does not depend on: kept as text, or left out.
-    started = start(ends="success")
-    signals.clear()
-    broker.answer_record(started.request_id, record(started.request_id, MetaData=meta))
-    assert alice_client.get(started.success_url()).status_code == 302
-    row = started.row
-    assert row.status == Status.SUCCESS
+    ended = ended_at_the_broker("success")
+    ended.record_says(MetaData=meta)
+    ended.assert_genuine_completes()
+    row = ended.started.row
     assert row.metadata == ({"k": "1", "ok": "v"} if isinstance(meta, dict) else {})
     assert row.raw["MetaData"] == meta
-    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
 
 
 # -- the broker fails at retrieval ----------------------------------------------------
@@ -419,14 +387,8 @@ def test_a_broker_failure_at_retrieval_keeps_the_row_pending(
     assert response.status_code == page_status
     assert "Reload this page to try again" in response.content.decode()
     assert len(broker.get_calls) == times
-    assert started.refresh().status == Status.PENDING
-    assert signals.names == ["identification_started"]
-    assert started.row.reference in pending_refs(alice_client)
     # The same URL later completes.
-    response = alice_client.get(started.success_url())
-    assert response.status_code == 302
-    assert started.refresh().status == Status.SUCCESS
-    assert signals.names == ["identification_started", "identification_succeeded"]
+    assert_pending_then_completes(alice_client, started, signals)
 
 
 def test_a_request_id_with_reserved_characters(

@@ -12,19 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 
 from django_eid.models import Identification
 from tests.fixtures_broker import NO_BROKER_IDS, REST_APIS, ScriptedBroker
 from tests.fixtures_views import Signals, Started, snapshot
-from tests.flow.returns import (
-    START,
-    assert_genuine_completes,
-    assert_untouched,
-    pending_refs,
-    url_of,
-)
+from tests.flow.returns import START, Ended, assert_untouched, pending_refs, url_of
 
 pytestmark = pytest.mark.django_db
 
@@ -134,31 +127,27 @@ PLACEHOLDER_QUERIES: dict[str, tuple[Callable[[str, str], str], str | None]] = {
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("query", list(PLACEHOLDER_QUERIES), ids=str)
 def test_tampered_placeholders_are_refused(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
     caplog: pytest.LogCaptureFixture,
     kind: str,
     query: str,
 ) -> None:
     """v1's placeholders (the successors' ids: tests/brokers/test_contract.py)."""
-    started = start(ends=kind)
-    signals.clear()
-    before = snapshot()
+    ended = ended_at_the_broker(kind)
+    started = ended.started
     make_query, reason = PLACEHOLDER_QUERIES[query]
     qs = make_query(started.request_id, started.external_id)
     if kind == "error":
         qs = f"status=TIMEOUT&{qs}"
     response = alice_client.get(f"{started.path(kind)}?{qs}")
-    assert_untouched(response, 400, before, signals, broker)
+    ended.assert_untouched(response, 400)
     assert (b"did not match" in response.content) is (reason is not None)
     refusals = [r.getMessage() for r in caplog.records if "Refused a callback" in r.getMessage()]
     refused = f"Refused a callback of identification {started.pk}: {reason}"
     assert refusals == ([refused] if reason else [])
     assert started.reference in pending_refs(alice_client)
-    assert_genuine_completes(alice_client, started, kind, signals, alice)
+    ended.assert_genuine_completes()
 
 
 def test_a_request_id_substituted_without_percent_encoding_still_matches(
@@ -189,24 +178,22 @@ def test_a_space_is_not_a_wildcard(
 @pytest.mark.parametrize("forged", ["request id", "external id", "both"])
 def test_ids_of_another_session_are_refused(
     start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
     kind: str,
     forged: str,
 ) -> None:
     """v1's ids (each API's: test_another_sessions_ids_are_refused_by_each_api)."""
-    mine, other = start(ends=kind), start(ends=kind)
-    signals.clear()
+    other = start(ends=kind)
+    ended = ended_at_the_broker(kind)
+    mine = ended.started
     values = {
         "p1": other.request_id if forged != "external id" else mine.request_id,
         "p2": other.external_id if forged != "request id" else mine.external_id,
     }
-    before = snapshot()
     url = url_of(mine, kind, **values)
-    assert_untouched(alice_client.get(url), 400, before, signals, broker)
-    assert_genuine_completes(alice_client, mine, kind, signals, alice)
+    ended.assert_untouched(alice_client.get(url), 400)
+    ended.assert_genuine_completes()
     assert other.row.status == Status.PENDING
 
 
@@ -239,22 +226,14 @@ UNKNOWN_REFERENCES = [
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("reference", UNKNOWN_REFERENCES, ids=range(len(UNKNOWN_REFERENCES)))
 def test_unknown_references_are_404(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    kind: str,
-    reference: str,
+    ended_at_the_broker: Callable[..., Ended], alice_client: Client, kind: str, reference: str
 ) -> None:
     """v1's return URLs (each API's: test_an_unknown_reference_is_404_with_each_api)."""
-    started = start(ends=kind)
-    signals.clear()
-    before = snapshot()
-    query = started.url(kind).split("?", 1)[1]
+    ended = ended_at_the_broker(kind)
+    query = ended.started.url(kind).split("?", 1)[1]
     response = alice_client.get(f"/eid/return/{reference}/{kind}/?{query}")
-    assert_untouched(response, 404, before, signals, broker)
-    assert_genuine_completes(alice_client, started, kind, signals, alice)
+    ended.assert_untouched(response, 404)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize("reference", ["A" * 32, "short"])
@@ -276,22 +255,14 @@ METHODS = ["post", "put", "delete", "patch", "head", "options"]
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("method", METHODS)
 def test_callbacks_answer_only_get(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
-    broker: ScriptedBroker,
-    signals: Signals,
-    kind: str,
-    method: str,
+    ended_at_the_broker: Callable[..., Ended], alice_client: Client, kind: str, method: str
 ) -> None:
     """v1's return URLs (each API's: test_each_apis_returns_answer_only_get)."""
-    started = start(ends=kind)
-    signals.clear()
-    before = snapshot()
-    response = getattr(alice_client, method)(started.url(kind))
-    assert_untouched(response, 405, before, signals, broker)
+    ended = ended_at_the_broker(kind)
+    response = getattr(alice_client, method)(ended.started.url(kind))
+    ended.assert_untouched(response, 405)
     assert response["Allow"] == "GET"
-    assert_genuine_completes(alice_client, started, kind, signals, alice)
+    ended.assert_genuine_completes()
 
 
 def test_each_apis_returns_answer_only_get(

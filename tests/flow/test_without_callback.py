@@ -27,7 +27,7 @@ from tests.flow.returns import (
     OTHER_DEVICE,
     SAME_DEVICE,
     USER_AGENT,
-    assert_genuine_completes,
+    Ended,
     assert_go_back_page,
     come_back_elsewhere,
     identified_at_the_broker,
@@ -137,10 +137,7 @@ def test_settle_expires_a_session_still_at_the_broker_after_session_max_age(
     broker_api: str,
 ) -> None:
     started = start(client=phone)
-    eid(SESSION_MAX_AGE=1)
-    Identification.objects.filter(pk=started.pk).update(
-        created_at=started.row.created_at - datetime.timedelta(seconds=5)
-    )
+    make_stale(started, eid)
     assert flow.settle(started.refresh()).outcome == "expired"
     assert started.refresh().status == Status.EXPIRED
 
@@ -321,12 +318,9 @@ def test_reloading_a_return_in_another_browser_asks_the_broker_at_most_every_few
 @pytest.mark.parametrize("kind", ["success", "abort", "error"])
 @pytest.mark.parametrize("how", ELSEWHERE)
 def test_an_app_switch_does_not_complete_an_identity_from_another_device(
-    start: Callable[..., Started],
-    alice_client: Client,
-    alice: AbstractBaseUser,
+    ended_at_the_broker: Callable[..., Ended],
     broker: ScriptedBroker,
     signals: Signals,
-    eid: Callable[..., None],
     caplog: pytest.LogCaptureFixture,
     kind: str,
     how: str,
@@ -334,17 +328,15 @@ def test_an_app_switch_does_not_complete_an_identity_from_another_device(
     """Whoever holds a genuine return URL (a relayed session: someone else identified at
     the URL of a session started on this account) is told to go back; the identity is not
     stored, whatever kind of return it is, until the browser that started comes back."""
-    started = start(ends="success")  # on the sample person's device, not the test client's
-    signals.clear()
+    ended = ended_at_the_broker("success")  # on the sample person's device, not the client's
     broker.counts.clear()
-    before = snapshot()
-    response = come_back_elsewhere(how, started.url(kind), alice, broker, eid)
+    response = ended.come_back_elsewhere(how, kind)
     assert_go_back_page(response)
-    assert (snapshot(), signals.names) == (before, [])
+    assert (snapshot(), signals.names) == (ended.before, [])
     # The status call first, then the record, to compare where it was identified.
     assert (broker.counts["status"], broker.counts["retrieve"]) == (1, 1)
     assert any("another device" in r.getMessage() for r in caplog.records)
-    assert_genuine_completes(alice_client, started, "success", signals, alice)
+    ended.assert_genuine_completes()
 
 
 @pytest.mark.parametrize(
@@ -401,32 +393,24 @@ def test_an_app_switch_finishes_only_what_the_broker_ended(
 @pytest.mark.parametrize("fault", ["connection reset", "503", "HTML instead of JSON"])
 @pytest.mark.parametrize("how", ELSEWHERE)
 def test_an_app_switch_the_broker_cannot_answer_loses_nothing(
-    start: Callable[..., Started],
+    ended_at_the_broker: Callable[..., Ended],
     phone: Client,
-    alice: AbstractBaseUser,
     broker: ScriptedBroker,
     signals: Signals,
-    eid: Callable[..., None],
     endpoint: Any,
     fault: str,
     how: str,
 ) -> None:
     """The "go back" page all the same; the row stays pending for the browser that started."""
-    started = start(client=phone, ends="success")
-    rid = started.request_id
-    broker.answer_record(rid, record(rid, EnvironmentInfo=SAME_DEVICE))  # would complete
-    broker.script(endpoint, BROKER_FAULTS[fault], request_id=rid)
-    signals.clear()
+    ended = ended_at_the_broker("success", client=phone)
+    ended.record_says(EnvironmentInfo=SAME_DEVICE)  # would complete
+    broker.script(endpoint, BROKER_FAULTS[fault], request_id=ended.started.request_id)
     broker.counts.clear()
-    before = snapshot()
-    assert_go_back_page(come_back_elsewhere(how, started.url("success"), alice, broker, eid))
+    assert_go_back_page(ended.come_back_elsewhere(how))
     assert broker.counts[endpoint] >= 1
-    assert (snapshot(), signals.names) == (before, [])
+    assert (snapshot(), signals.names) == (ended.before, [])
     broker.heal(endpoint)
-    response = phone.get(started.url("success"))
-    assert (response.status_code, response["Location"]) == (302, "/")
-    assert changed(before, snapshot()) == {started.pk}
-    assert signals.calls == [("identification_succeeded", started.pk, Status.SUCCESS, alice.pk)]
+    ended.assert_genuine_completes()
 
 
 # -- the start page shows only what the user is waiting for ------------------------------------------

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.test import Client
 
-from tests.sandbox.conftest import BASIC, FORM
+from tests.sandbox.conftest import BASIC, FORM, bearer_of
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSION = "/eid-sandbox/identification/session"
@@ -28,7 +28,7 @@ def token(client: Client, scope: str = "identify", auth: str | None = BASIC) -> 
 
 
 def bearer(client: Client) -> dict[str, str]:
-    return {"Authorization": "Bearer " + token(client).json()["access_token"]}
+    return bearer_of(token(client))
 
 
 def create(client: Client, headers: dict[str, str] | None = None, **fields: Any) -> Any:

@@ -23,7 +23,15 @@ from django_eid.sandbox.fake import EidBroker
 from django_eid.sandbox.persons import builtin_persons
 from tests.fixtures_client import CLIENT_ID as SUITE_CLIENT_ID
 from tests.fixtures_client import SECRET as SUITE_SECRET
-from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
+from tests.sandbox.conftest import (
+    BASIC,
+    CLIENT_ID,
+    FORM,
+    SECRET,
+    Clock,
+    bearer_of,
+    client_credentials,
+)
 
 TOKEN = "/eid-sandbox/auth/open/connect/token"
 SESSIONS = "/eid-sandbox/auth/rest/sessions"
@@ -43,15 +51,11 @@ def claims(access_token: str) -> dict[str, Any]:
 
 
 def token(client: Client, *, basic: bool = False, scope: str = "signicat-api") -> Any:
-    body = f"grant_type=client_credentials&scope={scope}"
-    if basic:
-        return client.post(TOKEN, body, content_type=FORM, headers={"Authorization": BASIC})
-    body += f"&client_id={CLIENT_ID}&client_secret={SECRET}"
-    return client.post(TOKEN, body, content_type=FORM)
+    return client_credentials(client, TOKEN, scope, basic=basic)
 
 
 def bearer(client: Client) -> dict[str, str]:
-    return {"Authorization": "Bearer " + token(client).json()["access_token"]}
+    return bearer_of(token(client))
 
 
 def create(client: Client, query: str = "", **fields: Any) -> Any:

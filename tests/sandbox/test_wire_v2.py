@@ -21,7 +21,7 @@ from django_eid.sandbox.persons import builtin_persons
 from django_eid.sandbox.wire import append_session_id
 from tests.fixtures_client import CLIENT_ID as SUITE_CLIENT_ID
 from tests.fixtures_client import SECRET as SUITE_SECRET
-from tests.sandbox.conftest import BASIC, CLIENT_ID, FORM, SECRET, Clock
+from tests.sandbox.conftest import BASIC, FORM, Clock, bearer_of, client_credentials
 
 TOKEN = "/eid-sandbox/oauth/connect/token"
 SESSIONS = "/eid-sandbox/identification/v2/sessions"
@@ -34,15 +34,11 @@ PERSONS = builtin_persons()
 
 
 def token(client: Client, *, basic: bool = True) -> Any:
-    body = "grant_type=client_credentials&scope=identify"
-    if basic:
-        return client.post(TOKEN, body, content_type=FORM, headers={"Authorization": BASIC})
-    body += f"&client_id={CLIENT_ID}&client_secret={SECRET}"
-    return client.post(TOKEN, body, content_type=FORM)
+    return client_credentials(client, TOKEN, "identify", basic=basic)
 
 
 def bearer(client: Client) -> dict[str, str]:
-    return {"Authorization": "Bearer " + token(client).json()["access_token"]}
+    return bearer_of(token(client))
 
 
 def create(client: Client, **fields: Any) -> Any:

@@ -10,11 +10,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import responses
 
-from django_eid.brokers import ReturnUrls
 from django_eid.brokers.eidhub import parse_record
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
+from tests.brokers.successors import URLS
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
 from tests.test_records import HOSTILE_URLS
 
@@ -22,11 +22,6 @@ ACCOUNT = "a-spge-JoXJ5et0okvIKE10LN70"
 TOKEN_URL = "https://api.signicat.com/auth/open/connect/token"
 SESSIONS = "https://api.signicat.com/auth/rest/sessions"
 SESSION_ID = "fb432801-66f6-6141-9835-e2a3b42e2e35"
-URLS = ReturnUrls(
-    "https://shop.example/eid/return/r/success/",
-    "https://shop.example/eid/return/r/abort/",
-    "https://shop.example/eid/return/r/error/",
-)
 #: The retrieved success of the fact sheet (2.11), verbatim.
 SUCCESS: dict[str, Any] = {
     "id": SESSION_ID,

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import responses
 
-from django_eid.brokers import ReturnUrls, api_class
+from django_eid.brokers import api_class
 from django_eid.brokers.v2 import V2Api, parse_record
 from django_eid.client import EidClient
 from django_eid.exceptions import EidApiError, EidProtocolError
 from django_eid.records import Progress
+from tests.brokers.successors import URLS
 from tests.fixtures_client import CLIENT_ID, SECRET, SettingsWrapper, eid_settings_with
 from tests.test_records import HOSTILE_URLS
 
@@ -21,11 +22,6 @@ BASE = "https://api.broker.test"
 TOKEN_URL = "https://auth.broker.test/oauth/connect/token"
 SESSIONS = f"{BASE}/identification/v2/sessions"
 SESSION_ID = "a3f1c9e27b5d4e0c9f1a2b3c4d5e6f70"
-URLS = ReturnUrls(
-    "https://shop.example/eid/return/r/success/",
-    "https://shop.example/eid/return/r/abort/",
-    "https://shop.example/eid/return/r/error/",
-)
 #: The retrieved success of the fact sheet (1.13), verbatim.
 SUCCESS: dict[str, Any] = {
     "id": SESSION_ID,
