@@ -184,7 +184,7 @@ def test_a_record_in_progress_leaves_the_row_pending(
     assert snapshot() == before
     assert response.status_code == 409
     assert "not finished yet" in response.content.decode()
-    # The same URL, once the user has finished at the broker.
+    # Nothing kept of it; the same URL completes once the user has finished at the broker.
     assert_pending_then_completes(alice_client, started, signals)
     assert len(broker.get_calls) == 2
 
@@ -387,7 +387,7 @@ def test_a_broker_failure_at_retrieval_keeps_the_row_pending(
     assert response.status_code == page_status
     assert "Reload this page to try again" in response.content.decode()
     assert len(broker.get_calls) == times
-    # The same URL later completes.
+    # Nothing kept of it; the same URL completes later.
     assert_pending_then_completes(alice_client, started, signals)
 
 
