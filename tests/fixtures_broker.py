@@ -101,6 +101,22 @@ SSN = SAMPLE.national_identity_number
 #: aside; ``EnvironmentInfo`` last.
 _IDENTITY_FIELDS: Final = tuple(identity_of(SAMPLE, with_number=False))
 UNIQUE_ID = SAMPLE.identity_provider_unique_id or ""
+#: The properties of v1's record beside ``RequestId``, in the published schema's order: what
+#: a return reads of the broker's answer.
+RECORD_PROPERTIES: Final = (
+    "Status",
+    "IdentityProvider",
+    "IdentityProviderUniqueId",
+    "Name",
+    "FirstName",
+    "MiddleName",
+    "LastName",
+    "DateOfBirth",
+    "SocialSecurityNumber",
+    "EnvironmentInfo",
+    "Error",
+    "MetaData",
+)
 #: Where the broker sends the user (the ``Url`` of every create response).
 BROKER_PAGE = "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9nZXQ&language=NO"
 #: The one access token the broker issues, known in advance so tests can look for leaks.

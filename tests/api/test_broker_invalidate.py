@@ -20,12 +20,12 @@ from django_eid.sandbox.store import CacheStore
 from tests.fixtures_broker import (
     ACCESS_TOKEN,
     NO_SESSION_TO_ASK,
+    RECORD_PROPERTIES,
     REST_APIS,
     SAMPLE,
     ScriptedBroker,
 )
 from tests.fixtures_client import SettingsWrapper, sandbox_settings
-from tests.flow.returns import RECORD_PROPERTIES
 
 #: The client's calls: with each REST API.
 EACH_REST_API = pytest.mark.apis(*REST_APIS, reason=NO_SESSION_TO_ASK)

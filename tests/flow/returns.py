@@ -20,23 +20,6 @@ from tests.fixtures_views import Signals, Started, changed, logged_in, snapshot
 Status = Identification.Status
 START = "/eid/start/"
 
-#: The properties of v1's record beside ``RequestId``, in the published schema's order: what
-#: a return reads of the broker's answer.
-RECORD_PROPERTIES = (
-    "Status",
-    "IdentityProvider",
-    "IdentityProviderUniqueId",
-    "Name",
-    "FirstName",
-    "MiddleName",
-    "LastName",
-    "DateOfBirth",
-    "SocialSecurityNumber",
-    "EnvironmentInfo",
-    "Error",
-    "MetaData",
-)
-
 #: What the genuine return of each kind does once nothing hostile got in the way: the
 #: response's status code and ``Location``, the row's status, the signal sent.
 CALLBACK_OUTCOME = {

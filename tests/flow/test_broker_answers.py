@@ -25,6 +25,7 @@ from tests.fixtures_broker import (
     BASIC_CREDENTIALS,
     EVIL,
     NO_CLIENT_TOKEN,
+    RECORD_PROPERTIES,
     REST_APIS,
     SAMPLE,
     Scripted,
@@ -36,7 +37,7 @@ from tests.fixtures_broker import (
 from tests.fixtures_client import SECRET
 from tests.fixtures_views import Signals, Started, changed, snapshot
 from tests.flow.faults import connection_reset
-from tests.flow.returns import RECORD_PROPERTIES, START
+from tests.flow.returns import START
 
 pytestmark = pytest.mark.django_db
 

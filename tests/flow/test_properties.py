@@ -24,9 +24,8 @@ from django_eid.brokers.v1 import parse_created, parse_record
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
 from django_eid.records import CreatedSession, IdentificationRecord
-from tests.fixtures_broker import SSN, ScriptedBroker, new_request_id, record
+from tests.fixtures_broker import RECORD_PROPERTIES, SSN, ScriptedBroker, new_request_id, record
 from tests.fixtures_views import Started, snapshot
-from tests.flow.returns import RECORD_PROPERTIES
 
 FAST = settings(
     max_examples=120,
