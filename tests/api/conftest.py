@@ -27,9 +27,9 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 
-from django_eid import flow
 from django_eid.api import openapi_document
 from django_eid.conf import eid_settings
+from django_eid.flows import settle
 from django_eid.models import Identification
 from django_eid.sandbox.persons import Person
 from tests.fixtures_broker import SAMPLE, ScriptedBroker
@@ -226,7 +226,7 @@ def with_login_required(settings: Any) -> None:
 def _settle_interval_never_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """A poll is due again only when a test says so (``cache.clear()``), however slowly the
     test runs: no test depends on the clock."""
-    monkeypatch.setattr(flow, "SETTLE_INTERVAL", 24 * 3600)
+    monkeypatch.setattr(settle, "SETTLE_INTERVAL", 24 * 3600)
 
 
 # -- front ends ------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from django_eid import flow
 from django_eid.conf import eid_settings
 from django_eid.crypto import DecryptionError
+from django_eid.flows import finish
 from django_eid.management.commands import eid_reconcile
 from django_eid.models import Identification
 from django_eid.sandbox.faults import Endpoint
@@ -334,7 +334,7 @@ def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_go
     failing, after = begin(minutes_ago=10), begin()
     identified(broker, failing, **SAME_DEVICE)
     identified(broker, after, **SAME_DEVICE)
-    complete = flow.complete
+    complete = finish.complete
 
     def breaks_for_one(row: Identification, record: Any, **kwargs: Any) -> bool:
         if row.pk == failing.pk:
@@ -342,7 +342,7 @@ def test_an_error_in_the_sites_code_is_logged_without_its_message_and_the_run_go
             raise DecryptionError(f"cannot decrypt the number {SSN} of {SAMPLE.name}")
         return complete(row, record, **kwargs)
 
-    monkeypatch.setattr(flow, "complete", breaks_for_one)
+    monkeypatch.setattr(finish, "complete", breaks_for_one)
     with caplog.at_level(logging.WARNING, logger="django_eid"):
         out = reconcile()
     assert out.startswith("eid_reconcile: 2 row(s) checked: 1 error, 1 succeeded;"), out

@@ -17,6 +17,7 @@ from django_eid.brokers import ReturnUrls
 from django_eid.brokers.v1 import V1Api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
+from django_eid.flows import pending
 from django_eid.models import Identification
 from tests.fixtures_broker import NO_SESSION_TO_ASK, REST_APIS, SAMPLE, ScriptedBroker
 from tests.fixtures_views import Signals
@@ -391,7 +392,7 @@ def test_a_backend_whose_row_lock_is_not_a_trailing_clause_gets_the_orms_lock(
         pytest.skip("the database locks no rows (SQLite): nothing to lock either way")
     user_model = type(alice)
     hide_users(monkeypatch, user_model, "default_manager")
-    monkeypatch.setattr(flow._StartSql.of(connections["default"]), "lock_sql", None)
+    monkeypatch.setattr(pending.StartSql.of(connections["default"]), "lock_sql", None)
     users = connection.ops.quote_name(user_model._meta.db_table)
     with CaptureQueriesContext(connection) as queries:
         assert start(alice).identification.status == Status.PENDING

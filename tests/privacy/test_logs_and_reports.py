@@ -352,7 +352,7 @@ def test_the_technical_500_report_shows_neither_number_nor_secret(
     html, text = reporter.get_traceback_html(), reporter.get_traceback_text()
     page = technical_500_response(request, *exc_info).content.decode()
     for report in (html, text, page):
-        for shown in ("OperationalError", "flow.py", "DJANGO_EID", "CLIENT_SECRET"):
+        for shown in ("OperationalError", "finish.py", "DJANGO_EID", "CLIENT_SECRET"):
             assert shown in report  # a real report, with the settings
         assert_clean(report, "the technical 500 report")
         assert "Nordmann" not in report or debug  # names too, once DEBUG is off
