@@ -24,6 +24,7 @@ from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
+from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
 from django_eid.scrub import scrub, scrub_json
@@ -153,7 +154,7 @@ class ProviderFilter(admin.SimpleListFilter):
         configured = [eid_settings.IDENTITY_PROVIDER, *(eid_settings.ALLOWED_PROVIDERS or ())]
         names = [
             *configured,
-            *eid_settings.broker_api.published_providers,
+            *broker_api().published_providers,
             self.value(),  # a provider chosen by URL that no list names (another API's)
         ]
         return [(name, name) for name in dict.fromkeys(names) if name]

@@ -1,94 +1,29 @@
-"""Who a verified identification is: the person keys, one account per person, the same person.
+"""One account per person, and the identification that says who an account is.
 
-A person has up to two keys: their provider and unique id there (``uid:``), and their
-national identity number's lookup hash (``ssn:``). Two identifications are the same person
-when they share a key. ``ONE_ACCOUNT_PER_PERSON`` holds each key of a verified person in a
-:class:`~django_eid.models.PersonClaim` row with a unique key, written in the transaction of
-the ``SUCCESS``; this module is the whole of that rule: claiming, releasing, re-keying after
-a key rotation, and comparing two identifications.
+``ONE_ACCOUNT_PER_PERSON`` holds each key of a verified person
+(:mod:`django_eid.person_keys`) in a :class:`~django_eid.models.PersonClaim` row with a
+unique key, written in the transaction of the ``SUCCESS``; this module is the whole of that
+rule: claiming, releasing and re-keying after a key rotation. :func:`account_person` finds
+the identification a ``same_person`` gate compares a new one with.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet
 
 from django_eid import crypto
-from django_eid.brokers import family_names, provider_family
+from django_eid.brokers import family_names
 from django_eid.models import Identification, PersonClaim
+from django_eid.person_keys import SSN, keys, number_of, ssn_key
 
 Status = Identification.Status
 
 
 class PersonTaken(Exception):
     """Another account holds a successful identification of this person."""
-
-
-def uid_key(identification: Identification) -> str | None:
-    """The ``uid:`` key: the provider's eID scheme and the unique id there, as stored (or
-    ``None``).
-
-    The scheme, not the provider's name (:func:`~django_eid.brokers.provider_family`): the
-    same person's PID at NO BankID gives one key whether v1 (``NO_BANKID_WEB``), v2 or the
-    eID Hub (``nbid``) reported it. The unique id is stored in clear on the identification,
-    so its key is a plain SHA-256 (stable across key rotations); a claim never outlives
-    its row.
-    """
-    return uid_key_of(identification.identity_provider, identification.identity_provider_unique_id)
-
-
-def uid_key_of(provider: str | None, unique_id: str | None) -> str | None:
-    """The ``uid:`` key of a provider name (of any API) and a unique id there."""
-    if not (provider and unique_id):
-        return None
-    pair = json.dumps([provider_family(provider), unique_id]).encode()
-    return PersonClaim.UID + hashlib.sha256(pair).hexdigest()
-
-
-def ssn_key(lookup_hash: str) -> str:
-    """The ``ssn:`` key of a national identity number, from its stored lookup hash."""
-    return PersonClaim.SSN + lookup_hash
-
-
-def keys(identification: Identification) -> list[str]:
-    """The keys of the person ``identification`` stores (its stored, truncated values).
-
-    Sorted, so that two transactions claiming the same keys lock them in the same order.
-    """
-    found = [uid_key(identification)]
-    if identification.social_security_number_hash:
-        found.append(ssn_key(identification.social_security_number_hash))
-    return sorted(key for key in found if key)
-
-
-def same_person(new: Identification, old: Identification) -> bool:
-    """Whether ``new`` and ``old`` share a person key.
-
-    ``new`` must hold its number in clear (it was just received, or loaded and decrypted);
-    ``old``'s number is matched through its stored hash under every configured key, so an
-    identification from before a key rotation still matches.
-    """
-    key = uid_key(new)
-    if key is not None and key == uid_key(old):
-        return True
-    stored = old.social_security_number_hash
-    if not stored:
-        return False
-    if stored == new.social_security_number_hash:
-        return True  # both under the current key: no need to decrypt
-    # Another key wrote one of them (a rotation): compare under every configured key.
-    number = _number(new)
-    return number is not None and stored in crypto.lookup_hashes(number)
-
-
-def _number(identification: Identification) -> str | None:
-    # A number no configured key decrypts (Unreadable, falsy) proves nothing: never a match,
-    # the provider's unique id may still tell.
-    return identification.social_security_number or None
 
 
 def account_person(user: Any, *, before: Identification | None = None) -> Identification | None:
@@ -149,7 +84,7 @@ def _verified_elsewhere(row: Identification) -> bool:
             identity_provider__in=family_names(row.identity_provider),
             identity_provider_unique_id=row.identity_provider_unique_id,
         )
-    number = _number(row)
+    number = number_of(row)
     if number:
         match |= Q(social_security_number_hash__in=crypto.lookup_hashes(number))
     if not match:
@@ -178,7 +113,7 @@ def rekey(row: Identification) -> None:
     identifications, which claim under the current key, still collide with it.
     """
     key = ssn_key(str(row.social_security_number_hash))
-    stale = PersonClaim.objects.filter(identification=row, key__startswith=PersonClaim.SSN)
+    stale = PersonClaim.objects.filter(identification=row, key__startswith=SSN)
     try:
         with transaction.atomic():
             stale.exclude(key=key).update(key=key)

@@ -24,7 +24,7 @@ from urllib.parse import quote_plus
 import requests
 import requests.auth
 
-from django_eid.brokers import BrokerApi, ReturnUrls, SessionRequest
+from django_eid.brokers import BrokerApi, BrokerConfig, ReturnUrls, SessionRequest
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.deadline import bounded
 from django_eid.exceptions import (
@@ -65,7 +65,14 @@ def _within_timeout(
 
 def token_cache_key(s: EidSettings) -> str:
     """Where the access token of the client configured by ``s`` is cached."""
-    return cache_key(s.AUTH_URL, s.BASE_URL, s.CLIENT_ID, " ".join(s.SCOPES), s.TOKEN_AUTH_METHOD)
+    config = BrokerConfig.of(s)
+    return cache_key(
+        config.auth_url,
+        config.base_url,
+        s.CLIENT_ID,
+        " ".join(config.scopes),
+        config.token_auth_method,
+    )
 
 
 class EidClient:
@@ -87,7 +94,8 @@ class EidClient:
         self.tokens = TokenStore(
             s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
         )
-        self.api = s.broker_api(self._api, s, transport=self.transport)
+        self.config = BrokerConfig.of(s)
+        self.api = self.config.api(self._api, s, transport=self.transport)
 
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters.
@@ -110,9 +118,9 @@ class EidClient:
     def fetch_token(self) -> AccessToken:
         """Ask the token endpoint for a new token (no cache). Prefer :meth:`get_token`."""
         s = self.settings
-        data = {"grant_type": "client_credentials", "scope": " ".join(s.SCOPES)}
+        data = {"grant_type": "client_credentials", "scope": " ".join(self.config.scopes)}
         auth: requests.auth.AuthBase
-        if s.TOKEN_AUTH_METHOD == "post":  # noqa: S105  (a method name, not a password)
+        if self.config.token_auth_method == "post":  # noqa: S105  (a method name, not a password)
             data.update(client_id=s.CLIENT_ID, client_secret=s.CLIENT_SECRET)
             auth = HeaderAuth(None)
         else:
@@ -124,7 +132,7 @@ class EidClient:
             )
         answer = self.transport.request(
             "POST",
-            s.TOKEN_URL,
+            self.config.token_url,
             auth=auth,
             retry=True,
             data=data,
@@ -287,7 +295,7 @@ class EidClient:
         message = f"{answer.what} answered {answer.status}: {summary}"
         if error == "invalid_scope":
             cls = InvalidScope
-            message += f" (scopes asked: {' '.join(self.settings.SCOPES)})"
+            message += f" (scopes asked: {' '.join(self.config.scopes)})"
         elif error == "invalid_client" or (error is None and answer.status == 401):
             cls = InvalidClient
             message += " (the client id or secret was not accepted)"

@@ -21,7 +21,6 @@ from django.dispatch import receiver
 from django.utils import translation
 
 from django_eid import vocabulary
-from django_eid.brokers import BrokerApi, api_class
 
 DEFAULTS: Final[Mapping[str, Any]] = {
     # Broker and OAuth client (issue: foundation). ``None``: the default of BROKER_API.
@@ -119,14 +118,6 @@ class EidSettings:
         return str(self.raw("BROKER_API"))
 
     @property
-    def broker_api(self) -> type[BrokerApi]:
-        """The API of ``BROKER_API``; v1's when the value is unknown (check ``E027``)."""
-        try:
-            return api_class(self.BROKER_API)
-        except KeyError:
-            return api_class("v1")
-
-    @property
     def CLIENT_ID(self) -> str:
         return str(self.raw("CLIENT_ID") or "")
 
@@ -134,31 +125,31 @@ class EidSettings:
     def CLIENT_SECRET(self) -> str:
         return str(self.raw("CLIENT_SECRET") or "")
 
+    # BASE_URL, AUTH_URL, SCOPES and TOKEN_AUTH_METHOD as set; unset, each is the API's
+    # own default, which only the API knows: django_eid.brokers.BrokerConfig has both.
     @property
     def BASE_URL(self) -> str:
-        return str(self.raw("BASE_URL") or self.broker_api.default_base_url or "").rstrip("/")
+        return str(self.raw("BASE_URL") or "").rstrip("/")
 
     @property
     def AUTH_URL(self) -> str:
-        return str(self.raw("AUTH_URL") or self.broker_api.default_auth_url or "").rstrip("/")
+        return str(self.raw("AUTH_URL") or "").rstrip("/")
 
     @property
-    def TOKEN_URL(self) -> str:
-        return self.AUTH_URL + self.broker_api.token_path
-
-    @property
-    def SCOPES(self) -> tuple[str, ...]:
+    def SCOPES(self) -> tuple[str, ...] | None:
         scopes = self.raw("SCOPES")
         if scopes is None:
-            return self.broker_api.default_scopes
+            return None
         if isinstance(scopes, str):
             return tuple(scopes.split())
-        return tuple(str(s) for s in scopes or ())
+        if isinstance(scopes, list | tuple):
+            return tuple(str(s) for s in scopes)
+        return ()  # not a list of names: check E009 says so
 
     @property
-    def TOKEN_AUTH_METHOD(self) -> str:
+    def TOKEN_AUTH_METHOD(self) -> str | None:
         method = self.raw("TOKEN_AUTH_METHOD")
-        return str(method) if method is not None else self.broker_api.default_token_auth_method
+        return None if method is None else str(method)
 
     @property
     def ACCOUNT_ID(self) -> str:

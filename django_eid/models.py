@@ -14,7 +14,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from django_eid import crypto
+from django_eid import crypto, person_keys, reasons
 from django_eid.fields import EncryptedTextField
 
 
@@ -388,7 +388,6 @@ class Identification(models.Model):
         all. It does not look at the status: see :meth:`is_verified`. A ``min_loa`` that is
         not a level raises ``ValueError``: a misspelt level must not let everyone through.
         """
-        from django_eid import outcomes
         from django_eid.brokers.oidc_presets import level_rank
 
         check_level(min_loa)
@@ -397,20 +396,20 @@ class Identification(models.Model):
             if not isinstance(max_age, datetime.timedelta):
                 max_age = datetime.timedelta(seconds=max_age)
             if self.completed_at is None or timezone.now() - self.completed_at > max_age:
-                failed.append(outcomes.TOO_OLD)
+                failed.append(reasons.TOO_OLD)
         if providers is not None:
             wanted = (providers,) if isinstance(providers, str) else tuple(providers)
             if self.identity_provider not in wanted:
-                failed.append(outcomes.WRONG_PROVIDER)
+                failed.append(reasons.WRONG_PROVIDER)
         # A level the broker did not state (or one django-eid does not know) is too low.
         if min_loa is not None and level_rank(self.level_of_assurance) < level_rank(min_loa):
-            failed.append(outcomes.LEVEL_TOO_LOW)
+            failed.append(reasons.LEVEL_TOO_LOW)
         if min_age is not None:
             age = self.age
             if age is None:
-                failed.append(outcomes.AGE_NOT_KNOWN)
+                failed.append(reasons.AGE_NOT_KNOWN)
             elif age < min_age:
-                failed.append(outcomes.TOO_YOUNG)
+                failed.append(reasons.TOO_YOUNG)
         return tuple(failed)
 
     @property
@@ -442,8 +441,8 @@ class PersonClaim(models.Model):
     ``eid_purge`` (deleted or anonymized rows) and the user's deletion.
     """
 
-    UID = "uid:"
-    SSN = "ssn:"
+    UID = person_keys.UID
+    SSN = person_keys.SSN
 
     key = models.CharField(_("person key"), max_length=68, editable=False)
     identification = models.ForeignKey(
@@ -468,7 +467,5 @@ class PersonClaim(models.Model):
 
     @classmethod
     def keys_for(cls, identification: Identification) -> list[str]:
-        """The keys of the person ``identification`` stores (see :mod:`django_eid.claims`)."""
-        from django_eid import claims
-
-        return claims.keys(identification)
+        """The keys of the person ``identification`` stores (see :mod:`django_eid.person_keys`)."""
+        return person_keys.keys(identification)

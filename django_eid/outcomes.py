@@ -26,6 +26,15 @@ from django.utils.translation import ngettext
 
 from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
+from django_eid.reasons import (
+    AGE_NOT_KNOWN,
+    LEVEL_TOO_LOW,
+    NOT_VERIFIED,
+    OTHER_PERSON,
+    TOO_OLD,
+    TOO_YOUNG,
+    WRONG_PROVIDER,
+)
 
 if TYPE_CHECKING:
     from django_eid.models import Identification
@@ -295,15 +304,7 @@ def rejection_message(code: str, stored: str = "") -> str | None:
     return None if message is None else str(message)
 
 
-# -- why a gate turns a user away (``django_eid.requirements``) --------------------------------
-NOT_VERIFIED = "not_verified"
-TOO_OLD = "too_old"
-WRONG_PROVIDER = "wrong_provider"
-TOO_YOUNG = "too_young"
-AGE_NOT_KNOWN = "age_not_known"
-#: The verification's level of assurance is below the gate's ``min_loa``, or not known.
-LEVEL_TOO_LOW = "loa_too_low"
-OTHER_PERSON = "other_person"
+# -- why a gate turns a user away (the codes: ``django_eid.reasons``) ---------------------------
 
 
 def gate_reason(code: str, *, min_age: int | None = None) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils.functional import Promise
 
-from django_eid import claims, outcomes
+from django_eid import claims, outcomes, person_keys, reasons
 from django_eid.brokers import ANY_PROVIDER_RE
 from django_eid.models import Identification, check_level
 
@@ -134,16 +134,16 @@ class Requirements:
         """Whether ``user``'s latest verification meets these requirements, and if not, why."""
         latest = Identification.objects.latest_verified(user)
         if latest is None:
-            return Verdict(None, (outcomes.NOT_VERIFIED,))
-        reasons = latest.unmet(
+            return Verdict(None, (reasons.NOT_VERIFIED,))
+        unmet = latest.unmet(
             max_age=self.max_age,
             min_age=self.min_age,
             min_loa=self.min_loa,
             providers=self.providers,
         )
-        if not reasons and self.same_person and not _is_account_person(user, latest):
-            reasons = (outcomes.OTHER_PERSON,)
-        return Verdict(None if reasons else latest, reasons)
+        if not unmet and self.same_person and not _is_account_person(user, latest):
+            unmet = (reasons.OTHER_PERSON,)
+        return Verdict(None if unmet else latest, unmet)
 
     def demand(self, verdict: Verdict) -> Demand:
         """What the start page needs to know of these requirements, which ``verdict`` failed."""
@@ -162,5 +162,5 @@ def _is_account_person(user: Any, identification: Identification) -> bool:
     return (
         person is None
         or person.pk == identification.pk
-        or claims.same_person(identification, person)
+        or person_keys.same_person(identification, person)
     )

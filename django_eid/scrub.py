@@ -39,6 +39,8 @@ from urllib.parse import quote_plus
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_eid.conf import eid_settings
+
 __all__ = ["REDACTED", "scrub", "scrub_json", "secrets_of"]
 
 #: What stands in for a hidden part.
@@ -175,8 +177,6 @@ def secrets_of(client_id: str, client_secret: str) -> tuple[str, ...]:
 
 
 def _configured_secrets() -> tuple[str, ...]:
-    from django_eid.conf import eid_settings
-
     try:
         return secrets_of(eid_settings.CLIENT_ID, eid_settings.CLIENT_SECRET)
     except ImproperlyConfigured:  # no Django settings at all: nothing configured to hide

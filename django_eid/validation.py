@@ -21,7 +21,7 @@ from django.conf import settings
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
-from django_eid.brokers import API_NAMES, api_class
+from django_eid.brokers import API_NAMES, BrokerConfig, api_class, broker_api
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from django_eid.crypto import invalid_keys
 from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
@@ -104,7 +104,7 @@ def _broker(s: EidSettings) -> Iterator[Problem]:
         if oidc:
             break  # OIDC_ISSUER says where the provider is (E030)
         # Unset: the API's own default (v1 has none).
-        value = s.raw(key) or getattr(s.broker_api, f"default_{key.lower()}")
+        value = s.raw(key) or getattr(broker_api(s), f"default_{key.lower()}")
         if not is_http_url(value):
             yield Problem(
                 f"django_eid.{pid}",
@@ -119,7 +119,7 @@ def _broker(s: EidSettings) -> Iterator[Problem]:
                 "Use https:// in production; credentials and personal data cross this link.",
             )
     methods = OIDC_TOKEN_AUTH_METHODS if oidc else TOKEN_AUTH_METHODS
-    if s.TOKEN_AUTH_METHOD not in methods:
+    if BrokerConfig.of(s).token_auth_method not in methods:
         yield Problem(
             "django_eid.E005",
             "error",
@@ -232,7 +232,7 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
             f"DJANGO_EID['OIDC_PRESET'] must be one of {', '.join(map(repr, PRESET_NAMES))} "
             "or None (a generic OpenID provider).",
         )
-    if s.TOKEN_AUTH_METHOD == "private_key_jwt":  # noqa: S105  (a method name)
+    if BrokerConfig.of(s).token_auth_method == "private_key_jwt":  # noqa: S105  (a method name)
         try:
             private_key(str(s.raw("OIDC_PRIVATE_KEY") or ""))
         except Exception:
@@ -347,7 +347,7 @@ def _providers(s: EidSettings) -> Iterator[Problem]:
             )
             allowed = []
         providers.extend(allowed)
-    api = s.broker_api
+    api = broker_api(s)
     bad = [p for p in providers if not isinstance(p, str) or not api.provider_re.match(p)]
     if bad:
         yield Problem(

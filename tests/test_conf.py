@@ -11,6 +11,7 @@ import pytest
 from django.test import override_settings
 from django.utils import translation
 
+from django_eid.brokers import BrokerConfig
 from django_eid.client import EidClient, get_client
 from django_eid.conf import DEFAULTS, EidSettings, eid_settings
 from tests.fixtures_client import SettingsWrapper, eid_settings_with
@@ -40,8 +41,8 @@ def test_a_new_settings_object_reads_nothing_until_used() -> None:
 
 def test_defaults() -> None:
     s = eid_settings
-    assert s.SCOPES == ("identify",)
-    assert s.TOKEN_AUTH_METHOD == "basic"
+    assert BrokerConfig.of().scopes == ("identify",)
+    assert BrokerConfig.of().token_auth_method == "basic"
     assert s.TIMEOUT == 10.0
     assert s.TOKEN_CACHE == "default"
     assert s.IDENTITY_PROVIDER is None
@@ -68,15 +69,27 @@ def test_override_settings_is_seen_and_undone() -> None:
 def test_missing_dict_means_defaults() -> None:
     with override_settings(DJANGO_EID=None):
         assert eid_settings.CLIENT_ID == ""
-        assert eid_settings.SCOPES == ("identify",)
+        # Unset: the API's own defaults, which BrokerConfig applies.
+        assert (eid_settings.SCOPES, eid_settings.TOKEN_AUTH_METHOD) == (None, None)
+        assert BrokerConfig.of().scopes == ("identify",)
 
 
 def test_urls_are_stripped_and_token_url_derived() -> None:
     with override_settings(
         DJANGO_EID=eid_settings_with(AUTH_URL="https://auth.x.test/", BASE_URL="https://a.test/v1/")
     ):
-        assert eid_settings.TOKEN_URL == "https://auth.x.test/oauth/connect/token"
+        assert BrokerConfig.of().token_url == "https://auth.x.test/oauth/connect/token"
         assert eid_settings.BASE_URL == "https://a.test/v1"
+
+
+def test_an_unset_url_is_the_apis_default_and_a_set_one_wins() -> None:
+    unset = {k: v for k, v in eid_settings_with(BROKER_API="v2").items() if k != "BASE_URL"}
+    with override_settings(DJANGO_EID=unset):
+        assert eid_settings.BASE_URL == ""  # the setting as given
+        config = BrokerConfig.of()
+        assert (config.api.name, config.base_url) == ("v2", "https://api.signicat.io")
+    with override_settings(DJANGO_EID={**unset, "BASE_URL": "https://b.test/"}):
+        assert BrokerConfig.of().base_url == "https://b.test"
 
 
 @pytest.mark.parametrize(

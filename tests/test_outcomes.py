@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils.translation import override
 
-from django_eid import outcomes
+from django_eid import outcomes, reasons
 from django_eid.models import Identification
 from django_eid.outcomes import Outcome, destination, gate_reason, rejection_message
 
@@ -132,12 +132,12 @@ def test_the_rejection_and_gate_codes_are_unique() -> None:
         outcomes.RULES_FAILED,
     ]
     gates = [
-        outcomes.NOT_VERIFIED,
-        outcomes.TOO_OLD,
-        outcomes.WRONG_PROVIDER,
-        outcomes.TOO_YOUNG,
-        outcomes.AGE_NOT_KNOWN,
-        outcomes.OTHER_PERSON,
+        reasons.NOT_VERIFIED,
+        reasons.TOO_OLD,
+        reasons.WRONG_PROVIDER,
+        reasons.TOO_YOUNG,
+        reasons.AGE_NOT_KNOWN,
+        reasons.OTHER_PERSON,
     ]
     assert len(set(rejections)) == len(rejections)
     assert gates == [

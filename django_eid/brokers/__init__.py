@@ -18,14 +18,12 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import ClassVar, Final
 from urllib.parse import quote, urlsplit
 
+from django_eid.conf import EidSettings, eid_settings
 from django_eid.records import CreatedSession, IdentificationRecord
 from django_eid.transport import Answer, Transport
-
-if TYPE_CHECKING:
-    from django_eid.conf import EidSettings
 
 
 @dataclass(frozen=True)
@@ -127,7 +125,8 @@ class BrokerApi(ABC):
     ) -> None:
         self.call = call
         self.settings = settings
-        self.base_url = settings.BASE_URL
+        self.config = BrokerConfig.of(settings, api=type(self))
+        self.base_url = self.config.base_url
         #: The client's transport, for an API whose calls carry no client-credentials token.
         self.transport = transport
 
@@ -200,11 +199,47 @@ ANY_PROVIDER_RE: Final = re.compile(r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\Z")
 API_NAMES: Final = ("v1", "v2", "eid-hub", "oidc")
 
 
-def broker_api() -> type[BrokerApi]:
-    """The API the settings choose (``BROKER_API``)."""
-    from django_eid.conf import eid_settings
+def broker_api(settings: EidSettings | None = None) -> type[BrokerApi]:
+    """The API ``settings`` (the site's by default) choose with ``BROKER_API``; v1's when
+    the name is unknown (check ``E027`` says so)."""
+    try:
+        return api_class((settings or eid_settings).BROKER_API)
+    except KeyError:
+        return api_class("v1")
 
-    return eid_settings.broker_api
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The broker as the settings configure it: each of ``BASE_URL``, ``AUTH_URL``,
+    ``SCOPES`` and ``TOKEN_AUTH_METHOD`` as set, or its API's default where it is not."""
+
+    api: type[BrokerApi]
+    base_url: str
+    auth_url: str
+    scopes: tuple[str, ...]
+    token_auth_method: str
+
+    @classmethod
+    def of(
+        cls, settings: EidSettings | None = None, *, api: type[BrokerApi] | None = None
+    ) -> BrokerConfig:
+        """The configuration of ``settings`` (the site's by default), for ``api`` (the
+        one they choose by default)."""
+        s = settings or eid_settings
+        api = api or broker_api(s)
+        scopes, method = s.SCOPES, s.TOKEN_AUTH_METHOD
+        return cls(
+            api=api,
+            base_url=s.BASE_URL or (api.default_base_url or "").rstrip("/"),
+            auth_url=s.AUTH_URL or (api.default_auth_url or "").rstrip("/"),
+            scopes=api.default_scopes if scopes is None else scopes,
+            token_auth_method=api.default_token_auth_method if method is None else method,
+        )
+
+    @property
+    def token_url(self) -> str:
+        """The OAuth 2.0 client-credentials token endpoint."""
+        return self.auth_url + self.api.token_path
 
 
 def api_class(name: str) -> type[BrokerApi]:

@@ -34,7 +34,7 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeGuard
+from typing import Any, ClassVar, Final, TypeGuard
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 import requests.auth
@@ -46,6 +46,7 @@ from joserfc.jwk import ECKey, KeySet, RSAKey
 
 from django_eid.brokers import ApiCall, BrokerApi, ReturnedIds, ReturnUrls, SessionRequest
 from django_eid.brokers.oidc_presets import PRESETS, Claims, Preset, preset
+from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
     EidConfigurationError,
     EidError,
@@ -65,9 +66,6 @@ from django_eid.records import (
 )
 from django_eid.scrub import scrub, secrets_of
 from django_eid.transport import Answer, HeaderAuth, Transport
-
-if TYPE_CHECKING:
-    from django_eid.conf import EidSettings
 
 logger = logging.getLogger("django_eid.client")
 
@@ -184,8 +182,8 @@ class OidcApi(BrokerApi):
         return self.settings.OIDC_REDIRECT_URI or urls.callback
 
     def scopes(self, request: SessionRequest) -> list[str]:
-        configured = self.settings.raw("SCOPES") is not None
-        scopes = list(self.settings.SCOPES if configured else self.preset.scopes)
+        configured = self.settings.SCOPES
+        scopes = list(self.preset.scopes if configured is None else configured)
         if "openid" not in scopes:
             scopes.insert(0, "openid")
         if request.get_social_security_number:
@@ -562,7 +560,7 @@ class OidcApi(BrokerApi):
         """A form POST with the client's authentication (``TOKEN_AUTH_METHOD``)."""
         s = self.settings
         auth: requests.auth.AuthBase = HeaderAuth(None)
-        method = s.TOKEN_AUTH_METHOD
+        method = self.config.token_auth_method
         if method == "post":
             data = {**data, "client_id": s.CLIENT_ID, "client_secret": s.CLIENT_SECRET}
         elif method == "private_key_jwt":
@@ -738,8 +736,6 @@ def _cache_key(kind: str, issuer: str) -> str:
 
 
 def _cache() -> Any:
-    from django_eid.conf import eid_settings
-
     return caches[eid_settings.TOKEN_CACHE]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext
 
-from django_eid import claims, outcomes, signals
+from django_eid import claims, outcomes, person_keys, signals
 from django_eid.brokers.oidc_presets import level_rank
 from django_eid.conf import eid_settings
 from django_eid.exceptions import IdentificationRejected
@@ -59,7 +59,7 @@ def apply_rules(row: Identification, request: HttpRequest | None) -> None:
 
     if row.same_person:
         person = claims.account_person(row.user_id, before=row)
-        if person is not None and not claims.same_person(row, person):
+        if person is not None and not person_keys.same_person(row, person):
             raise reject(outcomes.NOT_SAME_PERSON)
     if eid_settings.ONE_ACCOUNT_PER_PERSON:
         try:

@@ -1,7 +1,7 @@
 """Re-key the ``uid:`` person claims by the provider's eID scheme, not its name.
 
 A claim's key was the SHA-256 of ``[provider name, unique id]``; it is now that of
-``[eID scheme, unique id]`` (``django_eid.claims.uid_key``), so that one person's NO BankID
+``[eID scheme, unique id]`` (``django_eid.person_keys.uid_key``), so that one person's NO BankID
 PID is one key under every broker API (``NO_BANKID_WEB``, ``no_bankid_mobile``, ``nbid``).
 Claims are re-keyed in batches of ``BATCH`` in the order they were written; where two claims
 now share a key (the same person held by two accounts under two spellings of the
@@ -15,7 +15,7 @@ BATCH = 1000
 
 
 def rekey_by_scheme(apps, schema_editor):
-    from django_eid.claims import uid_key_of
+    from django_eid.person_keys import uid_key_of
 
     PersonClaim = apps.get_model("django_eid", "PersonClaim")
     db = schema_editor.connection.alias

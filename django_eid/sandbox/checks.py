@@ -22,6 +22,7 @@ from django.core import checks
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
+from django_eid.brokers import BrokerConfig
 from django_eid.conf import eid_settings
 from django_eid.sandbox.broker import CLIENT_ID, CLIENT_SECRET
 from django_eid.sandbox.wire_oidc import API as OIDC
@@ -118,7 +119,7 @@ def uses_sandbox_credentials() -> bool:
         return False
     if not hmac.compare_digest(client_id.encode(), CLIENT_ID.encode()):
         return False
-    method = eid_settings.TOKEN_AUTH_METHOD
+    method = BrokerConfig.of().token_auth_method
     if eid_settings.BROKER_API == OIDC and method == "private_key_jwt":
         return True
     return isinstance(secret, str) and hmac.compare_digest(secret.encode(), CLIENT_SECRET.encode())

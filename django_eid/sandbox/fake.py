@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.cache import caches
 
 from django_eid import client
+from django_eid.brokers import BrokerConfig
 from django_eid.conf import eid_settings
 from django_eid.sandbox import wire_eidhub, wire_oidc, wire_v2
 from django_eid.sandbox.apis import (
@@ -207,8 +208,9 @@ class EidBroker:
             }
         # An OIDC site may set neither URL: the REST APIs are then served at a host
         # nobody calls.
-        auth_url = s.AUTH_URL or _UNCONFIGURED
-        base_url = s.BASE_URL or _UNCONFIGURED
+        config = BrokerConfig.of(s)
+        auth_url = config.auth_url or _UNCONFIGURED
+        base_url = config.base_url or _UNCONFIGURED
         return cls(
             # v1's token path, whichever API the settings choose; each API has its own.
             token_url=f"{auth_url}{TOKEN_PATH}",

@@ -25,7 +25,7 @@ from django.db.models import signals
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_eid import claims, crypto
+from django_eid import claims, crypto, person_keys
 from django_eid.management.commands import eid_purge as purge_command
 from django_eid.models import Identification, PersonClaim
 from tests.commands.helpers import run
@@ -342,7 +342,9 @@ def test_reencrypt_killed_in_its_second_batch_resumes(
     eid(ENCRYPTION_KEYS=[OLD_KEY])
     pks = make(kari, 9)
     PersonClaim.objects.bulk_create(
-        PersonClaim(key=claims.ssn_key(str(row.social_security_number_hash)), identification=row)
+        PersonClaim(
+            key=person_keys.ssn_key(str(row.social_security_number_hash)), identification=row
+        )
         for row in Identification.objects.filter(pk__in=pks)
     )
     eid(ENCRYPTION_KEYS=[NEW_KEY, OLD_KEY])
@@ -365,7 +367,7 @@ def test_reencrypt_killed_in_its_second_batch_resumes(
     assert [crypto.is_current(stored[pk]) for pk in pks] == [True] * 4 + [False] * 5
     # The claims moved with their rows, and only those.
     current = {
-        claims.ssn_key(h)
+        person_keys.ssn_key(h)
         for h in Identification.objects.filter(pk__in=pks[:4]).values_list(
             "social_security_number_hash", flat=True
         )
@@ -378,7 +380,7 @@ def test_reencrypt_killed_in_its_second_batch_resumes(
     eid(ENCRYPTION_KEYS=[NEW_KEY])
     for row in Identification.objects.filter(pk__in=pks):
         assert row.social_security_number
-        assert PersonClaim.objects.get(identification=row).key == claims.ssn_key(
+        assert PersonClaim.objects.get(identification=row).key == person_keys.ssn_key(
             str(row.social_security_number_hash)
         )
 

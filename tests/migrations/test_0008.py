@@ -1,6 +1,6 @@
 """Migration 0008: the ``uid:`` person claims are keyed by the provider's eID scheme.
 
-A claim written under the provider's name gets the key ``claims.uid_key`` gives today; of
+A claim written under the provider's name gets the key ``person_keys.uid_key`` gives today; of
 two claims that now share a key (one person held by two accounts under two spellings of
 the provider), the first written stands. Runs as test_0003.py does: back
 to 0007, rows written through the historical models, 0008 applied, then the latest again.
@@ -16,7 +16,7 @@ import pytest
 from django.db.migrations.state import StateApps
 from django.utils import timezone
 
-from django_eid.claims import uid_key_of
+from django_eid.person_keys import uid_key_of
 from tests.migrations.test_0003 import APP, latest, migrate
 
 BEFORE = [(APP, "0007_level_of_assurance")]

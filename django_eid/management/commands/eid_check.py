@@ -81,7 +81,8 @@ class Command(BaseCommand):
                     f"{crypto.unreadable_summary(unreadable)} {crypto.LOST_KEY_ADVICE}"
                 )
             return
-        scopes = " ".join(s.SCOPES)
+        config = client.config
+        scopes = " ".join(config.scopes)
         try:
             token = client.fetch_token()
         except InvalidScope as err:
@@ -99,7 +100,7 @@ class Command(BaseCommand):
             ) from err
         except EidUnavailable as err:
             hint = ""
-            if _own_sandbox(s.TOKEN_URL):
+            if _own_sandbox(config.token_url):
                 hint = (
                     "; the token endpoint is this site's sandbox, which answers only while "
                     "the development server runs: start it (python manage.py runserver, at "
@@ -113,10 +114,10 @@ class Command(BaseCommand):
         finally:
             client.close()
 
-        self.stdout.write(f"Broker API: {s.broker_api.name}")
-        self.stdout.write(f"Token endpoint: {s.TOKEN_URL}")
+        self.stdout.write(f"Broker API: {config.api.name}")
+        self.stdout.write(f"Token endpoint: {config.token_url}")
         self.stdout.write(f"Client id: {s.CLIENT_ID}")
-        self.stdout.write(f"Client authentication: {s.TOKEN_AUTH_METHOD}")
+        self.stdout.write(f"Client authentication: {client.config.token_auth_method}")
         self.stdout.write(f"Scopes asked: {scopes}")
         self.stdout.write(f"Token type: {token.token_type}")
         self.stdout.write(f"Lifetime: {token.expires_in} s")
@@ -172,7 +173,7 @@ class Command(BaseCommand):
         self.stdout.write(f"id_token algorithms: {', '.join(algorithms)}")
         self.stdout.write(f"Signing keys: {len(keys.keys)}")
         self.stdout.write(f"Client id: {s.CLIENT_ID}")
-        self.stdout.write(f"Client authentication: {s.TOKEN_AUTH_METHOD}")
+        self.stdout.write(f"Client authentication: {client.config.token_auth_method}")
         if pushed:
             self.stdout.write(
                 self.style.SUCCESS(
