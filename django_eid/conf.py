@@ -142,9 +142,10 @@ class EidSettings:
             return None
         if isinstance(scopes, str):
             return tuple(scopes.split())
-        if isinstance(scopes, list | tuple):
+        try:
             return tuple(str(s) for s in scopes)
-        return ()  # not a list of names: check E009 says so
+        except TypeError:
+            return ()  # not a list of names: check E009 says so
 
     @property
     def TOKEN_AUTH_METHOD(self) -> str | None:

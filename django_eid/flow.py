@@ -2,7 +2,9 @@
 
 The code lives in :mod:`django_eid.flows`, one module per use case; this module is the
 stable import path for front ends and sites (``from django_eid import flow``;
-``flow.start(...)``), documented in docs/guides/requiring-verification.md.
+``flow.start(...)``). The names here are bound to the functions of :mod:`django_eid.flows`:
+a test that replaces one (``monkeypatch``) replaces it in the module that defines it, for
+instance ``django_eid.flows.finish.complete``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ from django_eid.flows.start import (
     safe_next,
     start,
 )
+from django_eid.models import Identification
+
+#: The row's statuses and displays, as they were importable from here.
+Status = Identification.Status
+Display = Identification.Display
 
 __all__ = [
     "ABORT",
@@ -57,10 +64,12 @@ __all__ = [
     "SETTLE_INTERVAL",
     "SUCCESS",
     "BrokerFailed",
+    "Display",
     "Refused",
     "Returned",
     "Settled",
     "Started",
+    "Status",
     "abort",
     "callback_return",
     "cancel",

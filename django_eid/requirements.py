@@ -29,7 +29,7 @@ class Verdict:
 
     ``identification`` is the user's latest verified identification when it meets the
     requirements (else ``None``); ``reasons`` are the conditions the user failed, as
-    :mod:`django_eid.outcomes` gate-reason codes, empty when they pass.
+    :mod:`django_eid.reasons` codes, empty when they pass.
     """
 
     identification: Identification | None

@@ -249,8 +249,8 @@ def api_class(name: str) -> type[BrokerApi]:
 
 @functools.cache
 def _classes() -> dict[str, type[BrokerApi]]:
-    # Imported on first use: the API modules import this one. Built once: the settings
-    # ask for the API on every read of a URL or a scope.
+    # Imported on first use: the API modules import this one. Built once: the flow asks
+    # for the API at every start and return.
     from django_eid.brokers.eidhub import EidHubApi
     from django_eid.brokers.oidc import OidcApi
     from django_eid.brokers.v1 import V1Api

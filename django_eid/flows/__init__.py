@@ -19,5 +19,7 @@ One module per use case, in the order an identification goes through them:
 Front ends (the HTML views, the JSON API, the management commands) call these through
 :mod:`django_eid.flow`, the stable import path, and map what they return, or the
 :class:`~django_eid.flows.refused.Refused` they raise, to their own answers. Nothing here
-needs an ``HttpRequest``; one is passed through to the signals when there is one.
+needs an ``HttpRequest``; one is passed through to the signals when there is one. Names
+the modules share among themselves (``finish.transition``, ``finish.send``, ...) are the
+package's own, not API.
 """

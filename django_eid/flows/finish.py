@@ -50,7 +50,7 @@ def expire_if_stale(row: Identification) -> bool:
 
     Without asking the broker: for a row that cannot be asked (no ``request_id``), or a
     front end that must not call the broker. A row that is about to be finished is decided
-    by the broker's record instead (:func:`return_to`, :func:`settle`): it may have
+    by the broker's record instead (:func:`~django_eid.flows.returns.return_to`, :func:`~django_eid.flows.settle.settle`): it may have
     succeeded, paid for, however late it is looked at.
     """
     return not row.is_finished and is_expired(row) and expire(row)

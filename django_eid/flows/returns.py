@@ -167,8 +167,8 @@ def return_elsewhere(
 
     The user identified in the broker's app and came back in another browser (or is not
     logged in there). When the broker's ids in the URL are the row's, the row is settled
-    as without any browser (:func:`settle_if_due`: the same-device rule included, and at
-    most every :data:`SETTLE_INTERVAL` seconds, however often the URL is loaded); ``None`` when
+    as without any browser (:func:`~django_eid.flows.settle.settle_if_due`: the same-device
+    rule included, and at most every :data:`~django_eid.flows.settle.SETTLE_INTERVAL` seconds, however often the URL is loaded); ``None`` when
     the return does not name a session, which the front end refuses as before. The
     browser that started shows the outcome the next time it loads the start or frame page.
     """

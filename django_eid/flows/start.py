@@ -162,7 +162,7 @@ def start(
     choice (see :func:`choose_provider`; ``providers`` narrows what is offered),
     ``next_url`` where success leads (dropped unless :func:`safe_next` accepts it, on
     ``host`` or ``next_hosts``). ``same_person``: the identity must be the person already
-    verified on the account (:mod:`django_eid.claims`); with ``PREFILL_SAME_PERSON`` the
+    verified on the account (:func:`django_eid.person_keys.same_person`); with ``PREFILL_SAME_PERSON`` the
     broker is asked to pre-fill that person's number. ``channel``: the front end that
     starts it, which decides where its returns lead (:func:`django_eid.outcomes.destination`).
     ``parent_host``: the host of the page that frames the broker, when not ``host``.

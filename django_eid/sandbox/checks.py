@@ -103,7 +103,7 @@ def refusal(request: HttpRequest) -> str | None:
             )
         return None
     for key in URL_KEYS:
-        if not points_here(getattr(eid_settings, key), here):
+        if not points_here(getattr(BrokerConfig.of(), key.lower()), here):
             return (
                 f"The sandbox serves only a site whose DJANGO_EID[{key!r}] is the sandbox "
                 f"({here}); this site's broker is another."
@@ -171,7 +171,7 @@ def _check_broker_is_the_sandbox() -> list[checks.CheckMessage]:
     elsewhere = [
         key
         for key in URL_KEYS
-        if urlsplit(str(getattr(eid_settings, key) or "")).path.rstrip("/") != mount.rstrip("/")
+        if urlsplit(getattr(BrokerConfig.of(), key.lower())).path.rstrip("/") != mount.rstrip("/")
     ]
     if eid_settings.BROKER_API == OIDC:
         if _issuer_preset(eid_settings.OIDC_ISSUER, mount) is None:
