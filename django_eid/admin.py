@@ -26,7 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
-from django_eid.models import Identification
+from django_eid.models import Identification, LinkedIdentity
 from django_eid.scrub import scrub, scrub_json
 
 #: The most rows the list counts, and pages through: a count stops past it (the list shows
@@ -307,3 +307,37 @@ def searched_users(term: str) -> list[Any]:
         return []
     pks = user_model._default_manager.filter(match).values_list("pk", flat=True)
     return list(pks[:MAX_SEARCHED_USERS])
+
+
+@admin.register(LinkedIdentity)
+class LinkedIdentityAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Links, read-only; staff may remove one (a lost eID, an account taken over). The key
+    is never shown: it names the person at their eID to whoever holds their unique id."""
+
+    list_display = ("pk", "user", "provider", "scheme", "linked_at", "last_used_at")
+    list_select_related = ("user",)
+    # By the primary key's index, at any number of accounts; no sort by another column.
+    ordering = ("-pk",)
+    sortable_by = ("pk",)
+    paginator = CappedPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    search_help_text = _("Exact match: the user's username or e-mail address.")
+    # A search term is looked up in get_search_results; this only shows the search box.
+    search_fields = ("user__pk",)
+    exclude = ("key",)
+    readonly_fields = ("user", "provider", "scheme", "linked_at", "last_used_at")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[LinkedIdentity], search_term: str
+    ) -> tuple[QuerySet[LinkedIdentity], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(user__in=searched_users(term)), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a link is made by a verification of the person
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

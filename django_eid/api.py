@@ -5,10 +5,10 @@ and refusals, answered as JSON (``{"code", "message"}``, plus ``errors`` naming 
 at fault) with the status of each :mod:`django_eid.outcomes` outcome. The shipped OpenAPI
 document (``openapi.json``, served by :class:`SchemaView`) describes every answer.
 
-Who is asking: the user of the site's session (CSRF enforced on ``POST``), or, with
-``API_AUTHENTICATION_CLASSES``, whoever Django REST framework's authentication classes
-accept (a token, a JWT). An unauthenticated request gets ``401``, never a redirect to a
-login page; another user's reference is ``404``, as one that does not exist.
+Who is asking: the user of the site's session (CSRF enforced on ``POST`` and ``DELETE``),
+or, with ``API_AUTHENTICATION_CLASSES``, whoever Django REST framework's authentication
+classes accept (a token, a JWT). An unauthenticated request gets ``401``, never a redirect
+to a login page; another user's reference (or link) is ``404``, as one that does not exist.
 
 The broker still returns the browser to django-eid's own return URLs: they finish the
 identification and then send the browser to the front end (``FRONTEND_URLS``). A return
@@ -58,7 +58,7 @@ from django_eid import __version__, crypto, flow, outcomes, state
 from django_eid.brokers import ANY_PROVIDER_RE
 from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.conf import eid_settings
-from django_eid.models import Identification, fit, max_length
+from django_eid.models import Identification, LinkedIdentity, fit, max_length
 from django_eid.outcomes import Outcome
 from django_eid.requirements import MAX_AGE_LIMIT, Demand
 from django_eid.views import login_not_required, same_origin_referrer
@@ -182,6 +182,22 @@ def identification_json(row: Identification) -> dict[str, Any]:
     if row.is_verified:
         data["identity"] = identity_json(row)
     return data
+
+
+def link_json(link: LinkedIdentity) -> dict[str, Any]:
+    """One of the user's eID links (never its ``key``: it names the person)."""
+    return {
+        "id": link.pk,
+        "provider": link.provider,
+        "scheme": link.scheme,
+        "linked_at": link.linked_at,
+        "last_used_at": link.last_used_at,
+    }
+
+
+def links_json(user: Any) -> list[dict[str, Any]]:
+    """``user``'s eID links, the oldest first."""
+    return [link_json(link) for link in flow.links_of(user)]
 
 
 # -- who is asking --------------------------------------------------------------------------------
@@ -566,7 +582,8 @@ class ReturnView(ApiView):
 
 class MeView(ApiView):
     """``GET ?max_age=&min_age=&min_loa=&provider=``: the caller's verified identity if it meets
-    these conditions (those of ``verified_for``; ``provider`` may repeat), else ``null``."""
+    these conditions (those of ``verified_for``; ``provider`` may repeat), with the account's
+    eID ``links``, else ``null``."""
 
     def get(self, request: HttpRequest, caller: Caller) -> HttpResponse:
         errors: list[FieldError] = []
@@ -584,7 +601,31 @@ class MeView(ApiView):
         row = Identification.objects.verified_for(
             caller.user, max_age=max_age, min_age=min_age, min_loa=min_loa, providers=providers
         )
-        return answer(None if row is None else identity_json(row))
+        if row is None:
+            return answer(None)
+        return answer({**identity_json(row), "links": links_json(caller.user)})
+
+
+class LinksView(ApiView):
+    """``GET``: the caller's eID links, ``{"links": [...]}``, the oldest first."""
+
+    def get(self, request: HttpRequest, caller: Caller) -> HttpResponse:
+        return answer({"links": links_json(caller.user)})
+
+
+class LinkView(ApiView):
+    """``DELETE``: remove the caller's link ``pk``, ``204``. ``404 link_not_found`` for one
+    that is not the caller's (or no link id at all), ``409 last_login_method`` for the last
+    way the caller has to log in."""
+
+    http_method_names: ClassVar[list[str]] = ["delete"]  # type: ignore[misc]
+
+    def delete(self, request: HttpRequest, caller: Caller, pk: str) -> HttpResponse:
+        try:
+            flow.unlink(caller.user, pk)
+        except flow.Refused as refused:
+            raise Problem.refused(refused) from None
+        return HttpResponse(status=204)
 
 
 #: The longest ``max_age`` of ``api-me``, in seconds (that of a gate).

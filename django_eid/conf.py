@@ -63,6 +63,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "CALLBACK_INTERSTITIAL": True,
     "MAX_PENDING_PER_USER": 5,
     "ONE_ACCOUNT_PER_PERSON": False,
+    # A verified identification links its account to the person (LinkedIdentity).
+    "LINK_ON_VERIFY": True,
     "COMPLETE_WITHOUT_CALLBACK": "same_device",
     # The JSON API (django_eid.api).
     "FRONTEND_URLS": None,
@@ -272,6 +274,10 @@ class EidSettings:
     @property
     def ONE_ACCOUNT_PER_PERSON(self) -> bool:
         return bool(self.raw("ONE_ACCOUNT_PER_PERSON"))
+
+    @property
+    def LINK_ON_VERIFY(self) -> bool:
+        return bool(self.raw("LINK_ON_VERIFY"))
 
     @property
     def FRONTEND_URLS(self) -> dict[str, str] | None:

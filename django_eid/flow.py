@@ -18,6 +18,7 @@ from django_eid.flows.finish import (
     fail,
     is_expired,
 )
+from django_eid.flows.link import linked_elsewhere, links_of, unlink
 from django_eid.flows.pending import FAILED_START_WINDOW, unfinished_count
 from django_eid.flows.refused import Refused
 from django_eid.flows.returns import (
@@ -82,6 +83,8 @@ __all__ = [
     "finished_elsewhere",
     "iframe_domain",
     "is_expired",
+    "linked_elsewhere",
+    "links_of",
     "offered_providers",
     "retrieve",
     "return_elsewhere",
@@ -92,4 +95,5 @@ __all__ = [
     "settle_if_due",
     "start",
     "unfinished_count",
+    "unlink",
 ]

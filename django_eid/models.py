@@ -469,3 +469,43 @@ class PersonClaim(models.Model):
     def keys_for(cls, identification: Identification) -> list[str]:
         """The keys of the person ``identification`` stores (see :mod:`django_eid.person_keys`)."""
         return person_keys.keys(identification)
+
+
+class LinkedIdentity(models.Model):
+    """An account's lasting link to a person at an eID scheme: who may log in as it.
+
+    ``key`` is the person's ``uid:`` key (:func:`django_eid.person_keys.uid_key`): the
+    SHA-256 of the eID scheme and the person's unique id there, the same key a
+    :class:`PersonClaim` holds. Unlike a claim, a link does not hang on an identification:
+    it outlives ``eid_purge`` (deleted and anonymized rows), and, the key depending on no
+    encryption key and no ``SECRET_KEY``, every key rotation and ``eid_reencrypt``; it goes
+    with the user. ``key`` is unique: one person at one eID scheme links one account, whatever
+    ``ONE_ACCOUNT_PER_PERSON`` says.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="eid_links",
+        verbose_name=_("user"),
+    )
+    key = models.CharField(_("person key"), max_length=68, editable=False)
+    #: The eID scheme (``no-bankid``), whichever broker API or provider name reported it.
+    scheme = models.CharField(_("eID scheme"), max_length=64, editable=False)
+    #: The provider name of the identification that made the link (``NO_BANKID_WEB``).
+    provider = models.CharField(_("identity provider"), max_length=64, editable=False)
+    linked_at = models.DateTimeField(_("linked at"), default=timezone.now, editable=False)
+    last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = _("linked identity")
+        verbose_name_plural = _("linked identities")
+        ordering = ("linked_at", "pk")
+        # A constraint rather than unique=True: no LIKE twin on PostgreSQL (see Identification).
+        constraints = [models.UniqueConstraint(fields=["key"], name="django_eid_link_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.provider or self.scheme} link of user {self.user_id}"
+
+    def __repr__(self) -> str:
+        return f"<LinkedIdentity pk={self.pk} user_id={self.user_id} scheme={self.scheme!r}>"

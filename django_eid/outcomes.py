@@ -333,6 +333,28 @@ def gate_reason(code: str, *, min_age: int | None = None) -> str:
     return str(messages.get(code, messages[NOT_VERIFIED]))
 
 
+# -- linked identities (django_eid.flows.link) ---------------------------------------------------
+#: A link to remove that is not the user's (or does not exist).
+LINK_NOT_FOUND = Outcome(
+    "link_not_found", 404, _("Link not found"), _("This eID link does not exist on your account.")
+)
+#: The only link of an account without a usable password: it could no longer log in.
+LAST_LOGIN_METHOD = Outcome(
+    "last_login_method",
+    409,
+    _("Link kept"),
+    _(
+        "This eID link is the only way you have to log in. Set a password or link another "
+        "eID before you remove it."
+    ),
+)
+#: Told after a verification whose person is linked to another account.
+LINKED_ELSEWHERE: Final = _(
+    "Your identity is verified, but it was not linked to this account for logging in: this "
+    "person's eID is already linked to another account."
+)
+
+
 # -- finished identifications --------------------------------------------------------------------
 def of(identification: Identification) -> Outcome:
     """The outcome of an identification, its message in the active language.

@@ -20,6 +20,7 @@ urlpatterns = [
     path("oidc/callback/", views.OidcCallbackView.as_view(), name="oidc-callback"),
     path("result/<str:reference>/", views.ResultView.as_view(), name="result"),
     path("resume/<str:token>/", views.ResumeView.as_view(), name="resume"),
+    path("links/", views.LinksView.as_view(), name="links"),
     path("api/identifications/", api.StartView.as_view(), name="api-start"),
     path(
         "api/identifications/<str:reference>/",
@@ -33,5 +34,8 @@ urlpatterns = [
         "api/identifications/<str:reference>/return/", api.ReturnView.as_view(), name="api-return"
     ),
     path("api/me/", api.MeView.as_view(), name="api-me"),
+    path("api/links/", api.LinksView.as_view(), name="api-links"),
+    # Any segment: one that is not a link's id is a JSON 404 too, as another user's link.
+    path("api/links/<str:pk>/", api.LinkView.as_view(), name="api-link"),
     path("api/schema/", api.SchemaView.as_view(), name="api-schema"),
 ]

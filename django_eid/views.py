@@ -31,6 +31,7 @@ from django.http import (
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_deny, xframe_options_sameorigin
@@ -442,6 +443,9 @@ class SuccessView(CallbackView):
 
     kind = flow.SUCCESS
 
+    def on_finished(self, request: HttpRequest, row: Identification) -> None:
+        tell_linked_elsewhere(request, row)
+
 
 class AbortView(CallbackView):
     """The user cancelled at the broker."""
@@ -464,10 +468,25 @@ def tell_aborted(request: HttpRequest, row: Identification) -> None:
         messages.info(request, str(outcomes.ABORTED.message))
 
 
+def tell_linked_elsewhere(request: HttpRequest, row: Identification) -> None:
+    """The warning that a success did not link the account, its person being linked to
+    another one (``LINK_ON_VERIFY``; the HTML pages only)."""
+    if row.channel == Identification.Channel.API:
+        return  # the front end tells the user
+    if apps.is_installed("django.contrib.messages") and flow.linked_elsewhere(row):
+        from django.contrib import messages
+
+        messages.warning(request, str(outcomes.LINKED_ELSEWHERE))
+
+
 class ErrorView(CallbackView):
     """The broker ended the session with an error; ``status`` carries ``[0]``."""
 
     kind = flow.ERROR
+
+    def on_finished(self, request: HttpRequest, row: Identification) -> None:
+        # The broker's record decides: it may say the person identified after all.
+        tell_linked_elsewhere(request, row)
 
 
 class OidcCallbackView(CallbackView):
@@ -489,6 +508,8 @@ class OidcCallbackView(CallbackView):
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         if self.kind == flow.ABORT:
             tell_aborted(request, row)
+        else:
+            tell_linked_elsewhere(request, row)
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -530,3 +551,39 @@ class ResumeView(LoginRequiredMixin, View):
         return TemplateResponse(
             request, self.template_name, {"action": kept.path, "fields": kept.fields}
         )
+
+
+@method_decorator(never_cache, name="dispatch")
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class LinksView(LoginRequiredMixin, View):
+    """The user's eID links: GET lists them, POST (``link``: a link's id) removes one.
+
+    The last way the user has to log in (the only link of an account without a usable
+    password) is not removed: the page says why, with the status of the refusal.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+    template_name = "django_eid/links.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return self.render_links()
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        try:
+            flow.unlink(request.user, request.POST.get("link"))
+        except flow.Refused as refused:
+            return self.render_links(refused)
+        if apps.is_installed("django.contrib.messages"):
+            from django.contrib import messages
+
+            messages.success(request, gettext("The eID link was removed."))
+        # Post/Redirect/Get: a reload shows the page, and removes nothing again.
+        return HttpResponseRedirect(reverse("django_eid:links"), status=303)
+
+    def render_links(self, refused: flow.Refused | None = None) -> TemplateResponse:
+        """The page, with what was refused (its status; else ``200``)."""
+        context = {"links": flow.links_of(self.request.user), "refused": refused}
+        status = refused.outcome.status if refused is not None else 200
+        return TemplateResponse(self.request, self.template_name, context, status=status)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # Django is configured after this module is imported
     from django.contrib.auth.models import AbstractBaseUser
     from django.test import Client
 
+    from django_eid.models import Identification
     from tests.fixtures_broker import ScriptedBroker
     from tests.fixtures_views import Signals, Started
 
@@ -370,6 +371,27 @@ def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started
         **post: str,
     ) -> Started:
         return start_session(broker, client, request_id, ends=ends, **post)
+
+    return run
+
+
+@pytest.fixture
+def verify(
+    start: Callable[..., Started], broker: ScriptedBroker, alice_client: Client
+) -> Callable[..., Identification]:
+    """``verify(client=alice_client, **record)``: start and finish one identification of
+    the record's person (:data:`tests.fixtures_broker.SAMPLE`, ``record`` overriding its
+    properties) through the start page and the success return; the row as it ends."""
+
+    def run(client: Client = alice_client, **record: Any) -> Identification:
+        started = start(client=client)
+        broker.will_return(started.request_id, **record)
+        response = client.get(started.success_url())
+        row = started.refresh()
+        # The user goes on after a success; a refusal is a page saying why.
+        success = row.status == "SUCCESS"
+        assert response.status_code == (302 if success else 200)
+        return row
 
     return run
 

@@ -8,6 +8,7 @@ a mismatch fails that test. A method the document does not list must be answered
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -101,8 +102,12 @@ def _check_too_many_fields(
 
 
 def _matches(template: str, path: str) -> bool:
-    head, _, tail = template.partition("{reference}")
-    return path == template or (bool(tail) and path.startswith(head) and path.endswith(tail))
+    """Whether ``path`` is one of the document's path ``template`` (``{name}``: a segment)."""
+    pattern = "".join(
+        "[^/]+" if part.startswith("{") else re.escape(part)
+        for part in re.split(r"(\{\w+\})", template)
+    )
+    return re.fullmatch(pattern, path) is not None
 
 
 def _operations(document: dict[str, Any], request: HttpRequest) -> set[str] | None:
@@ -112,7 +117,8 @@ def _operations(document: dict[str, Any], request: HttpRequest) -> set[str] | No
         return None
     route = "/" + match.route
     prefix = api_prefix()
-    template = route.removeprefix(prefix.rstrip("/")).replace("<str:reference>", "{reference}")
+    # Django's <str:reference> is the document's {reference}.
+    template = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route.removeprefix(prefix.rstrip("/")))
     item = document["paths"].get(template)
     if item is None:
         return None

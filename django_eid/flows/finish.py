@@ -11,11 +11,12 @@ committed (:func:`send`), except ``identification_verifying``.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_ipv46_address
-from django.db import transaction
+from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.debug import sensitive_variables
@@ -25,9 +26,9 @@ from django_eid.brokers import broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, IdentificationRejected
-from django_eid.flows import rules
+from django_eid.flows import link, rules
 from django_eid.flows.refused import Refused
-from django_eid.models import Identification, fit, fit_json
+from django_eid.models import Identification, LinkedIdentity, fit, fit_json
 from django_eid.records import IdentificationRecord, Progress
 from django_eid.scrub import scrub, scrub_json
 
@@ -213,7 +214,26 @@ def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest |
             return True
     logger.info("Identification %s succeeded (provider %s).", row.pk, row.identity_provider)
     _receive_success(row, request)
+    if row.status == Status.SUCCESS:  # not rejected late by a receiver
+        _link(row)
     return True
+
+
+def _link(row: Identification) -> None:
+    """Link the account to the person (``LINK_ON_VERIFY``). The ``SUCCESS`` is stored
+    already: a database that fails here costs the link only (``eid_link`` makes it later)."""
+    db = connections[router.db_for_write(LinkedIdentity)]
+    # Inside a caller's transaction a failed INSERT must not break it: savepoint.
+    savepoint = transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext()
+    try:
+        with savepoint:
+            link.link(row)
+    except DatabaseError as err:
+        logger.error(
+            "Linking the account of identification %s to its person failed: %s",
+            row.pk,
+            type(err).__name__,
+        )
 
 
 def error_fields(record: IdentificationRecord) -> dict[str, Any]:

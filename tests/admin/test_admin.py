@@ -39,14 +39,6 @@ CHANGELIST = "/admin/django_eid/identification/"
 
 
 @pytest.fixture
-def superuser_client(django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_superuser("root", "root@example.com", "pw-root")
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
 def rows(alice: Any, bob: Any) -> list[Identification]:
     return [
         make(

@@ -20,9 +20,19 @@ from django_eid.api import openapi_document
 from django_eid.outcomes import Outcome
 from tests.openapi_check import OpenAPIMismatch, check_response
 
-API_NAMES = {"api-start", "api-identification", "api-cancel", "api-return", "api-me", "api-schema"}
+API_NAMES = {
+    "api-start",
+    "api-identification",
+    "api-cancel",
+    "api-return",
+    "api-me",
+    "api-links",
+    "api-link",
+    "api-schema",
+}
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 REFERENCE = "A" * 32
+LINK = "7"
 #: The OpenAPI path and methods of each URL name of the API.
 OPERATIONS = {
     "api-start": ("/identifications/", {"post"}),
@@ -30,6 +40,8 @@ OPERATIONS = {
     "api-cancel": ("/identifications/{reference}/cancel/", {"post"}),
     "api-return": ("/identifications/{reference}/return/", {"post"}),
     "api-me": ("/me/", {"get"}),
+    "api-links": ("/links/", {"get"}),
+    "api-link": ("/links/{pk}/", {"delete"}),
     "api-schema": ("/schema/", {"get"}),
 }
 
@@ -103,9 +115,9 @@ def test_every_operation_is_served_and_every_api_url_documented() -> None:
     names = {name for name in pattern_names() if name.startswith("api-")}
     assert names == API_NAMES == set(OPERATIONS)
     for name, (path, _methods) in OPERATIONS.items():
-        args = [REFERENCE] if "{reference}" in path else []
+        args = [REFERENCE] if "{reference}" in path else [LINK] if "{pk}" in path else []
         url = reverse(f"django_eid:{name}", args=args)
-        assert url == "/eid/api" + path.replace("{reference}", REFERENCE)
+        assert url == "/eid/api" + path.replace("{reference}", REFERENCE).replace("{pk}", LINK)
         assert resolve(url).url_name == name
 
 
@@ -116,7 +128,7 @@ def test_every_operation_has_a_unique_operation_id() -> None:
         for method, operation in item.items()
         if method in METHODS
     ]
-    assert len(ids) == len(set(ids)) == 6
+    assert len(ids) == len(set(ids)) == 8
 
 
 def test_every_problem_code_is_an_outcome_with_that_status() -> None:

@@ -186,8 +186,11 @@ def test_without_rules_the_success_is_one_update(
     Connect's return finds its row by the state first)."""
     started = start()
     broker.will_return(started.request_id)
-    # Session, user, the row, the UPDATE, the session's UPDATE (+ its savepoint pair).
-    with django_assert_num_queries(7 + expected().extra_return_queries):
+    # Session, user, the row, the UPDATE, the link's INSERT (LINK_ON_VERIFY) and the
+    # session's UPDATE, each of these two in a savepoint pair here (inside the test's
+    # transaction; a request outside one runs them alone), and the page's question whether
+    # the person is linked to another account.
+    with django_assert_num_queries(11 + expected().extra_return_queries):
         assert alice_client.get(started.success_url()).status_code == 302
 
 
