@@ -79,8 +79,10 @@ class BrokerSession(requests.Session):
     This one asks requests' own functions the first time it calls a scheme, host and port,
     and keeps their answer for the life of the session (of the client: restart the
     process, or :func:`django_eid.client.reset_client`, to read a changed environment).
-    What they decide is unchanged: the proxy that ``NO_PROXY`` does not exclude, and the
-    environment's CA bundle unless a call passes ``verify``. ``.netrc`` is never read (every
+    What they decide is unchanged but for one thing: the proxy that ``NO_PROXY`` does not
+    exclude, and the environment's CA bundle unless a call passes ``verify`` or the session
+    has a bundle of its own (``CA_BUNDLE``), which requests would let the environment's
+    replace. ``.netrc`` is never read (every
     call of django-eid passes its own ``auth``).
     """
 
@@ -126,7 +128,9 @@ class BrokerSession(requests.Session):
         if proxies is not None:
             for key, value in env_proxies.items():
                 proxies.setdefault(key, value)
-        if (verify is True or verify is None) and env_bundle:
+        # The environment's CA bundle only where the site named none (CA_BUNDLE): requests
+        # would otherwise let it replace the session's own on every call.
+        if (verify is True or verify is None) and env_bundle and self.verify is True:
             verify = env_bundle
         return super().merge_environment_settings(url, proxies, stream, verify, cert)
 
