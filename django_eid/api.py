@@ -361,10 +361,11 @@ def _body(request: HttpRequest) -> bytes:
 
 
 def read_object(request: HttpRequest) -> dict[str, Any]:
-    """The JSON object of ``request``'s body (an empty body is ``{}``)."""
+    """The JSON object of ``request``'s body (no body at all is ``{}``; anything else that is
+    not a JSON object of Unicode text, blanks included, is :class:`Problem` ``invalid_body``)."""
     content_type = (request.content_type or "").lower()
     raw = _body(request)
-    if not raw.strip():
+    if not raw:
         return {}
     if content_type != "application/json":
         raise Problem(outcomes.INVALID_BODY, message=gettext("Send the body as application/json."))
@@ -375,6 +376,16 @@ def read_object(request: HttpRequest) -> dict[str, Any]:
         raise Problem(outcomes.INVALID_BODY) from err
     if not isinstance(data, dict):
         raise Problem(outcomes.INVALID_BODY)
+    try:
+        # Legal JSON ("\ud800"), but no text: the database, a hash or a URL would fail on it.
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError as err:
+        raise Problem(
+            outcomes.INVALID_BODY,
+            message=gettext(
+                "The request body holds a character that is not text (a lone surrogate)."
+            ),
+        ) from err
     return data
 
 

@@ -519,3 +519,20 @@ def test_login_required_middleware_does_not_stop_the_return_in_another_browser(
     url = forwarded(identified(broker, started, OTHER_DEVICE))
     assert urlsplit(url).netloc == urlsplit(FRONTEND["success"]).netloc
     assert app.finish(started.reference, query_of(url)).json()["status"] == "SUCCESS"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        rb'{"query": "eid_return=success", "secret": "\ud800"}',
+        rb'{"query": "eid_return=success&requestId=\udc00"}',
+    ],
+    ids=["secret", "query"],
+)
+def test_a_lone_surrogate_in_a_return_is_a_400_and_the_row_stays_pending(
+    api: Api, broker: ScriptedBroker, raw: bytes
+) -> None:
+    started = api_start(api, broker)
+    response = api.post(f"/identifications/{started.reference}/return/", raw=raw)
+    problem(response, 400, "invalid_body")
+    assert started.refresh().status == Status.PENDING

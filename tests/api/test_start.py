@@ -114,7 +114,7 @@ def test_another_browser_of_the_same_user_is_not_the_one_that_started(
 
 def test_an_empty_body_is_an_empty_request(api: Api, broker: ScriptedBroker) -> None:
     api_start(api, broker, raw=b"", content_type="text/plain")
-    api_start(api, broker, raw=b"  \n", content_type="application/json")
+    api_start(api, broker, raw=b"", content_type="application/json")
     api_start(api, broker, {})
 
 
@@ -293,6 +293,10 @@ def test_a_malformed_provider_is_named_beside_the_other_errors(
     ("raw", "content_type"),
     [
         (b"{", "application/json"),
+        # Blanks are a body, and no JSON object, whatever the content type says.
+        (b"  \n", "application/json"),
+        (b" ", "text/plain"),
+        (b"\t", ""),
         (b"[]", "application/json"),
         (b'"iframe"', "application/json"),
         (b"null", "application/json"),
@@ -514,3 +518,21 @@ def test_a_malformed_origin_frames_from_the_api_s_own_host(
     the API's own host as without an ``Origin``."""
     started = api_start(app, broker, {"display": "iframe"}, headers={"Origin": origin})
     assert started.sent["iFrame"]["Domain"] == "testserver"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        rb'{"next": "/done/\ud800"}',
+        rb'{"provider": "\udfff"}',
+        rb'{"display": "iframe\ud800"}',
+        rb'{"\ud800": "redirect"}',
+    ],
+    ids=["next", "provider", "display", "a key"],
+)
+def test_a_lone_surrogate_is_a_400_not_a_500(api: Api, broker: ScriptedBroker, raw: bytes) -> None:
+    """Legal JSON, but no text: refused as the body it is, before anything is stored."""
+    refused = problem(api.start(raw=raw), 400, "invalid_body")
+    assert "lone surrogate" in refused["message"]
+    assert broker.create_requests == []
+    assert not Identification.objects.exists()
