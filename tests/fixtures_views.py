@@ -140,8 +140,8 @@ class Started:
 
     def _oidc_url(self, kind: str, status: str, values: dict[str, str]) -> str:
         """OpenID Connect's return: the callback with the genuine ``code`` (``Success``),
-        ``error=access_denied`` (``Abort``) or ``error=<status>`` (``Error``), and the
-        ``state``; ``p2`` forges the ``state``. A ``Success`` or ``Error`` of a session the
+        ``error=access_denied`` (``Abort``) or ``error=<status>`` (``Error``), the ``state``
+        and the OP's ``iss``; ``p2`` forges the ``state``. A ``Success`` or ``Error`` of a session the
         OP ended otherwise is where the OP sends the user then (its own error). There is no
         session id in these returns: a test that forges one (``p1``) is one of the REST
         APIs'."""
@@ -159,7 +159,9 @@ class Started:
             "Error": {"error": values.get("p0", status), "error_description": "Failed."},
         }[kind]
         redirect_uri = urlsplit(str(session.wire["redirect_uri"]))
-        return f"{redirect_uri.path}?{urlencode({**params, 'state': state})}"
+        # The OP's issuer, as it sends it (RFC 9207).
+        params = {**params, "state": state, "iss": str(session.wire["issuer"])}
+        return f"{redirect_uri.path}?{urlencode(params)}"
 
     def success_url(self, **values: str) -> str:
         """The Success URL; ``p1``/``p2`` forge the session id and the external id."""

@@ -74,6 +74,8 @@ CODE: Final = "code"
 STATE: Final = "state"
 ERROR: Final = "error"
 ERROR_DESCRIPTION: Final = "error_description"
+#: The provider's issuer in an authorization response (RFC 9207): against mix-ups.
+ISS: Final = "iss"
 
 #: How long the discovery document and the JWKS are kept, in seconds.
 METADATA_TTL: Final = 3600
@@ -81,6 +83,9 @@ METADATA_TTL: Final = 3600
 JWKS_REFRESH_INTERVAL: Final = 60
 #: Clock skew allowed on ``exp``, ``iat`` and ``nbf`` (the spec allows at most 2 minutes).
 LEEWAY: Final = 120
+#: The oldest ``iat`` an id_token may have, in seconds (beside LEEWAY): it is issued at the
+#: code exchange, moments before it is read; an old one was kept, or its clock is wrong.
+ID_TOKEN_MAX_AGE: Final = 600
 #: Algorithms an id_token may be signed with: asymmetric only (never ``none``, never HS*).
 ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384")
 #: Parts of the authorization request that name the person (never in a front-channel URL).
@@ -128,7 +133,7 @@ class OidcApi(BrokerApi):
     default_scopes: ClassVar[tuple[str, ...]] = ("openid",)
     request_id_param: ClassVar[str] = "request_id"  # never in a return: the state is the id
     external_id_param: ClassVar[str] = STATE
-    return_params: ClassVar[tuple[str, ...]] = (CODE, STATE, ERROR, ERROR_DESCRIPTION)
+    return_params: ClassVar[tuple[str, ...]] = (CODE, STATE, ERROR, ERROR_DESCRIPTION, ISS)
     provider_re: ClassVar[re.Pattern[str]] = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*\Z")
     provider_example: ClassVar[str] = "no-bankid"
     published_providers: ClassVar[tuple[str, ...]] = tuple(
@@ -283,6 +288,12 @@ class OidcApi(BrokerApi):
         """The identity of a return: the code exchanged, the id_token verified, userinfo
         read when the preset keeps the data there; a failed validation ends the session
         (a code cannot be exchanged twice) as a failure whose error names the step."""
+        mixed_up = self._issuer_problem(params)
+        if mixed_up is not None:
+            # RFC 9207: the response may come from another provider (a mix-up attack); its
+            # code is not sent anywhere, and the identification ends here.
+            logger.warning("OpenID provider: %s", mixed_up)
+            return _failed(request_id, "iss_mismatch", mixed_up)
         error = _one(params, ERROR)
         if error is not None:
             description = _one(params, ERROR_DESCRIPTION) or ""
@@ -315,6 +326,21 @@ class OidcApi(BrokerApi):
                 kind = "id_token_invalid" if isinstance(err, IdTokenInvalid) else "protocol_error"
             return _failed(request_id, kind, str(err))
         return self._record(request_id, claims)
+
+    def _issuer_problem(self, params: Mapping[str, Sequence[str]]) -> str | None:
+        """Why the return's ``iss`` (RFC 9207) does not show it is this provider's, or
+        ``None``: when given, it must be the issuer; a provider whose discovery says it
+        sends one (``authorization_response_iss_parameter_supported``) must send it."""
+        values = list(params.get(ISS, ()))
+        if len(values) > 1:
+            return "the return carries iss more than once"
+        if values:
+            if hmac.compare_digest(values[0].encode(), self.issuer.encode()):
+                return None
+            return "the return's iss is not the provider's issuer (RFC 9207)"
+        if self.discovery().get("authorization_response_iss_parameter_supported") is True:
+            return "the return carries no iss, which the provider's discovery says it sends"
+        return None
 
     # -- the code exchange ---------------------------------------------------------------
     def _redeem(self, code: str, external_id: str, return_url: str) -> dict[str, Any]:
@@ -480,6 +506,8 @@ class OidcApi(BrokerApi):
                 raise IdTokenInvalid(f"{what} has expired (exp)")
             if not _number(iat) or iat > now + LEEWAY:
                 raise IdTokenInvalid(f"{what} is issued in the future or not dated (iat)")
+            if iat < now - ID_TOKEN_MAX_AGE - LEEWAY:
+                raise IdTokenInvalid(f"{what} was issued too long ago (iat)")
             if nbf is not None and (not _number(nbf) or nbf > now + LEEWAY):
                 raise IdTokenInvalid(f"{what} is not valid yet (nbf)")
         if nonce is not None:

@@ -40,6 +40,9 @@ class Provider:
     family: str
     #: The ISO country whose persons it identifies.
     country: str | None
+    #: Other acr values a token may name for this eID at this level (Idura's SE BankID
+    #: device variants): an acr listed nowhere is an eID or a level the preset does not know.
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,9 @@ class Preset:
         """The provider name whose acr value is ``acr`` (``None`` when none is)."""
         if not acr:
             return None
+        base = acr.split(";")[0]
         for name, provider in self.providers.items():
-            if provider.acr is not None and acr.split(";")[0] == provider.acr:
+            if provider.acr is not None and (base == provider.acr or base in provider.also):
                 return name
         return None
 
@@ -98,6 +102,19 @@ def _str(claims: Mapping[str, Any], *names: str) -> str | None:
     return None
 
 
+def _unlisted(*names: str | None) -> str | None:
+    """The eID a token names that the preset does not list, under the token's own name for
+    it (its identity scheme, its acr): stored as the provider, it matches no provider a
+    start asked for, no ``ALLOWED_PROVIDERS`` and no gate's ``providers``, so the flow
+    refuses it where one was asked for (``PROVIDER_NOT_ALLOWED``)."""
+    for name in names:
+        if name:
+            cleaned = "".join(c for c in name.split(";")[0] if c.isascii() and c.isprintable())
+            if cleaned.strip():
+                return cleaned.strip()[:64]
+    return None
+
+
 def _person(
     preset: Preset,
     claims: Mapping[str, Any],
@@ -107,10 +124,13 @@ def _person(
     number: str | None = None,
     country: str | None = None,
     number_type: str | None = None,
+    level_known: bool = True,
 ) -> Claims:
     """The identity in ``claims`` of ``provider``: the standard name and birth-date claims
     (OIDC Core 5.1) beside what the broker's own claims said; the level and, unless given,
-    the number's country are the provider's."""
+    the number's country are the provider's. ``level_known`` false: the token named the eID
+    but not a level the preset lists for it (MitID's ``low``), which is then unknown, never
+    the eID's usual one."""
     spec = preset.providers.get(provider or "")
     return Claims(
         provider=provider,
@@ -123,7 +143,7 @@ def _person(
         number=number,
         number_country=country or (spec.country if spec else None),
         number_type=number_type,
-        level=spec.level if spec else None,
+        level=spec.level if spec and level_known else None,
     )
 
 
@@ -147,15 +167,18 @@ _IDURA_SCHEMES: Final = {
 
 def _idura(preset: Preset, claims: Mapping[str, Any]) -> Claims:
     scheme = _str(claims, "identityscheme") or ""
-    # The acr used says which level (NO BankID high or substantial, MitID's three); the
-    # identity scheme says which eID when the acr is not one of ours.
-    provider = preset.provider_for_acr(_str(claims, "authenticationtype", "acr"))
-    provider = provider or _IDURA_SCHEMES.get(scheme)
+    # The acr used says which eID and level (NO BankID high or substantial, MitID's three);
+    # an acr the preset does not list leaves the eID to the identity scheme and the level
+    # unknown, and an unknown scheme too is an eID of its own (refused where one was asked).
+    acr = _str(claims, "authenticationtype", "acr")
+    by_acr = preset.provider_for_acr(acr)
+    provider = by_acr or _IDURA_SCHEMES.get(scheme) or _unlisted(scheme, acr)
     known = provider in preset.providers
     return _person(
         preset,
         claims,
         provider,
+        level_known=by_acr is not None,
         unique_id=_str(claims, _IDURA_UNIQUE_ID_CLAIMS.get(scheme, "sub"), "sub"),
         number=_str(claims, _IDURA_NUMBER_CLAIMS.get(scheme, "socialno")),
         country=None if known else _str(claims, "country"),
@@ -167,7 +190,8 @@ _NIN_TYPES: Final = {"BIRTH": national_id.FODSELSNUMMER}
 
 
 def _signicat(preset: Preset, claims: Mapping[str, Any]) -> Claims:
-    provider = _str(claims, "idp") or preset.provider_for_acr(_str(claims, "acr"))
+    acr = _str(claims, "acr")
+    provider = _str(claims, "idp") or preset.provider_for_acr(acr) or _unlisted(acr)
     nin_type = _str(claims, "nin_type")
     return _person(
         preset,
@@ -185,7 +209,7 @@ def _bankid_no(preset: Preset, claims: Mapping[str, Any]) -> Claims:
     return _person(
         preset,
         claims,
-        preset.provider_for_acr(_str(claims, "acr")),
+        preset.provider_for_acr(_str(claims, "acr")) or _unlisted(_str(claims, "acr")),
         # ``sub`` changes between logins; the PID in bankid_altsub is the stable id.
         unique_id=_str(claims, "bankid_altsub"),
         number=_str(claims, "nnin_altsub"),
@@ -221,17 +245,39 @@ PRESETS: Final[Mapping[str, Preset]] = {
     "idura": Preset(
         name="idura",
         providers={
-            "no-bankid": Provider("urn:grn:authn:no:bankid", "high", "no-bankid", NO),
+            "no-bankid": Provider(
+                "urn:grn:authn:no:bankid",
+                "high",
+                "no-bankid",
+                NO,
+                also=("urn:grn:authn:no:bankid:high",),
+            ),
             "no-bankid-substantial": Provider(
                 "urn:grn:authn:no:bankid:substantial", "substantial", "no-bankid", NO
             ),
             "no-vipps": Provider("urn:grn:authn:no:vipps", "substantial", "no-vipps", NO),
-            "se-bankid": Provider("urn:grn:authn:se:bankid", "substantial", "se-bankid", SE),
+            "se-bankid": Provider(
+                "urn:grn:authn:se:bankid",
+                "substantial",
+                "se-bankid",
+                SE,
+                also=(
+                    "urn:grn:authn:se:bankid:same-device",
+                    "urn:grn:authn:se:bankid:another-device",
+                    "urn:grn:authn:se:bankid:another-device:qr",
+                ),
+            ),
             "dk-mitid": Provider(
                 "urn:grn:authn:dk:mitid:substantial", "substantial", "dk-mitid", DK
             ),
             "dk-mitid-high": Provider("urn:grn:authn:dk:mitid:high", "high", "dk-mitid", DK),
-            "fi-ftn": Provider("urn:grn:authn:fi:all", "substantial", "fi-ftn", FI),
+            "fi-ftn": Provider(
+                "urn:grn:authn:fi:all",
+                "substantial",
+                "fi-ftn",
+                FI,
+                also=("urn:grn:authn:fi:bank-id", "urn:grn:authn:fi:mobile-id"),
+            ),
         },
         scopes=("openid",),
         number_scopes=("ssn",),

@@ -172,6 +172,8 @@ class EidBroker:
                 self.broker,
                 preset=oidc_preset or wire_oidc.GENERIC,
                 issuer=oidc_issuer,
+                # Behind responses, reached by no browser: the test's site's host is unknown.
+                redirect_uris=None,
                 client_key=client_key,
                 client_key_id=client_key_id,
             )

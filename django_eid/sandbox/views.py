@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import translation
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as _
@@ -416,6 +416,21 @@ class LoginView(SandboxView):
         return response
 
 
+def registered_redirect_uris(request: HttpRequest) -> tuple[str, ...]:
+    """The redirect URIs registered for the sandbox's client: the site's
+    ``OIDC_REDIRECT_URI`` when it sets one, else its ``django_eid:oidc-callback`` on the
+    host ``request`` came to, as the relying party builds it for its start (the sandbox
+    serves only on its issuer's host: the site's own callback). Nothing else: the OP
+    serves on the site's origin and must not redirect anywhere else."""
+    configured = eid_settings.OIDC_REDIRECT_URI
+    if configured:
+        return (configured,)
+    try:
+        return (request.build_absolute_uri(reverse("django_eid:oidc-callback")),)
+    except NoReverseMatch:  # the site does not include django_eid.urls: no callback
+        return ()
+
+
 class OidcView(SandboxView):
     """Base of the OpenID provider's views: the OP of the URL's preset, at its issuer."""
 
@@ -428,6 +443,7 @@ class OidcView(SandboxView):
             self.get_broker(),
             preset=preset,
             issuer=oidc_issuer(self.request, preset),
+            redirect_uris=registered_redirect_uris(self.request),
             # The site's own key pair stands in for the client's registered public key.
             client_key=s.OIDC_PRIVATE_KEY or None,
             client_key_id=s.OIDC_PRIVATE_KEY_ID or None,

@@ -26,7 +26,7 @@ import re
 import secrets
 import unicodedata
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit, urlunsplit
 
@@ -311,7 +311,8 @@ def with_query(url: str, params: Mapping[str, str]) -> str:
 
 def return_url(session: Session) -> str:
     """The redirect back to the RP: ``?code=&state=``, ``?error=access_denied&...`` when
-    the person cancelled, ``?error=<status>&...`` for another failure."""
+    the person cancelled, ``?error=<status>&...`` for another failure; each with ``iss``,
+    the OP's issuer (RFC 9207, advertised in the discovery document)."""
     wire = session.wire
     state = str(wire.get("state", ""))
     if session.status == vocabulary.SUCCESS:
@@ -326,6 +327,7 @@ def return_url(session: Session) -> str:
             "error_description": error.get("ErrorMessage", "The identification failed."),
             "state": state,
         }
+    params["iss"] = str(wire["issuer"])
     return with_query(str(wire["redirect_uri"]), params)
 
 
@@ -348,6 +350,12 @@ def _oauth(error: str, description: str, status: int = 400) -> Refused:
 class OpenIdProvider:
     """The OP of one preset at ``issuer``, over ``broker`` (its client, store and clock).
 
+    ``redirect_uris`` are the client's registered redirect URIs: an authorization request
+    (or a pushed one) with any other ``redirect_uri`` is refused without a redirect, the
+    URIs being compared as strings, exactly (RFC 6749 3.1.2.3, the OAuth 2.0 Security
+    BCP): no prefix, no normalising of case, port, path or user information. ``None``
+    accepts any absolute http(s) URL: only for the ``eid_broker`` fixture, an OP behind
+    ``responses`` that no browser reaches and that does not know the test site's host.
     ``client_key`` is the PEM of the key the client signs its ``private_key_jwt``
     assertions with (the site's ``OIDC_PRIVATE_KEY``: the sandbox's stand-in for a
     registered client key), ``client_key_id`` its ``kid``.
@@ -359,6 +367,7 @@ class OpenIdProvider:
         *,
         preset: str,
         issuer: str,
+        redirect_uris: Collection[str] | None,
         client_key: str | None = None,
         client_key_id: str | None = None,
     ) -> None:
@@ -368,6 +377,7 @@ class OpenIdProvider:
         self.store = broker.store
         self.preset = preset
         self.issuer = issuer
+        self.redirect_uris = None if redirect_uris is None else tuple(redirect_uris)
         self.client_key = client_key or None
         self.client_key_id = client_key_id or None
         #: Applied to the next id_token the token endpoint issues (then cleared).
@@ -404,7 +414,7 @@ class OpenIdProvider:
             "ui_locales_supported": ["en", "nb", "no", "sv", "da", "fi"],
             "request_parameter_supported": False,
             "request_uri_parameter_supported": True,
-            "authorization_response_iss_parameter_supported": False,
+            "authorization_response_iss_parameter_supported": True,
         }
         return Reply(200, document)
 
@@ -433,11 +443,7 @@ class OpenIdProvider:
             raise AuthorizationError(
                 "invalid_request", "client_id is not the authenticated client."
             )
-        redirect_uri = params.get("redirect_uri")
-        if not is_http_url(redirect_uri):
-            raise AuthorizationError(
-                "invalid_request", "redirect_uri is required: an absolute http(s) URL."
-            )
+        redirect_uri = self._registered(params.get("redirect_uri"))
         state = params.get("state", "")
 
         def refuse(error: str, description: str) -> AuthorizationError:
@@ -480,6 +486,26 @@ class OpenIdProvider:
         )
         return {"client_id": client_id, **{name: params[name] for name in kept if name in params}}
 
+    def _registered(self, redirect_uri: str | None) -> str:
+        """``redirect_uri`` if it is one of the client's registered ones, else
+        :class:`AuthorizationError` without a redirect URI: nobody is sent to an untrusted
+        URI, not even with an error (RFC 6749 4.1.2.1)."""
+        if not redirect_uri:
+            raise AuthorizationError("invalid_request", "redirect_uri is required.")
+        if not is_http_url(redirect_uri):
+            raise AuthorizationError(
+                "invalid_request", "redirect_uri is not an absolute http(s) URL."
+            )
+        if self.redirect_uris is not None and redirect_uri not in self.redirect_uris:
+            registered = " or ".join(self.redirect_uris) or (
+                "none (include django_eid.urls, or set OIDC_REDIRECT_URI)"
+            )
+            raise AuthorizationError(
+                "invalid_request",
+                f"redirect_uri is not registered for this client; registered: {registered}.",
+            )
+        return redirect_uri
+
     def par(self, *, authorization: str | None, content_type: str | None, body: bytes) -> Reply:
         """``POST {issuer}/par``: 201 ``{"request_uri", "expires_in"}`` (RFC 9126)."""
         try:
@@ -515,6 +541,7 @@ class OpenIdProvider:
             error = {"error": refused.error, "error_description": refused.description}
             if refused.state:
                 error["state"] = refused.state
+            error["iss"] = self.issuer
             return Authorization(with_query(refused.redirect_uri, error))
         session = self.start(request, pushed=pushed)
         return Authorization(self.broker.login_url(session.request_id), session=session)
@@ -528,7 +555,9 @@ class OpenIdProvider:
             raise AuthorizationError("invalid_request_uri", "Unknown, used or expired request_uri.")
         if params.get("client_id") != record["client_id"]:
             raise AuthorizationError("invalid_request", "client_id is not the one that pushed.")
-        return dict(record["request"])
+        request = dict(record["request"])
+        self._registered(request.get("redirect_uri"))  # still registered when it is used
+        return request
 
     def start(self, request: Mapping[str, str], *, pushed: bool = False) -> Session:
         """The session of a valid authorization request, with its code ready for the end."""

@@ -67,7 +67,7 @@ def test_a_success_is_stored_the_same_way(
     if broker_api in REST_APIS:
         assert (SESSION_ID_PARAM[broker_api] in query) is (broker_api != "v1")
     else:
-        assert set(parse_qs(query)) == {"code", "state"}
+        assert set(parse_qs(query)) == {"code", "state", "iss"}
     response = alice_client.get(path_of(url))
     assert response.status_code in (200, 302)
     if response.status_code == 200:  # the interstitial of a cross-site return

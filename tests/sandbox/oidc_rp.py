@@ -15,7 +15,9 @@ from django_eid.sandbox.wire_oidc import s256
 from tests.fixtures_client import SANDBOX_URL, sandbox_settings
 from tests.sandbox.conftest import CLIENT_ID
 
-CALLBACK = "https://shop.test/eid/oidc/callback/"
+#: The site's own ``django_eid:oidc-callback`` as the test client reaches it: the one
+#: redirect URI the sandbox's OP accepts over HTTP (unless ``OIDC_REDIRECT_URI`` is set).
+CALLBACK = "http://testserver/eid/oidc/callback/"
 PERSONS = builtin_persons()
 VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 

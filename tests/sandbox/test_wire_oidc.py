@@ -193,12 +193,113 @@ def test_an_untrusted_redirect_uri_gets_a_400_page(
     assert "Location" not in response
 
 
+#: Near misses of CALLBACK (http://testserver/eid/oidc/callback/), each of which a prefix,
+#: substring, normalising or parsing comparison could take for it.
+NOT_REGISTERED = {
+    "another origin": "https://evil.example/eid/oidc/callback/",
+    "another scheme": "https://testserver/eid/oidc/callback/",
+    "another port": "http://testserver:8080/eid/oidc/callback/",
+    "the default port spelt out": "http://testserver:80/eid/oidc/callback/",
+    "a host it prefixes": "http://testserver.evil.example/eid/oidc/callback/",
+    "userinfo": "http://testserver@evil.example/eid/oidc/callback/",
+    "userinfo of the site": "http://evil@testserver/eid/oidc/callback/",
+    "backslash": "http://evil.example\\@testserver/eid/oidc/callback/",
+    "backslashes for slashes": "http:\\\\evil.example\\eid\\oidc\\callback\\",
+    "scheme-relative": "//evil.example/eid/oidc/callback/",
+    "relative path": "/eid/oidc/callback/",
+    "path traversal": CALLBACK + "../../../admin/",
+    "encoded traversal": CALLBACK + "%2e%2e/%2e%2e/%2e%2e/admin/",
+    "a longer path": CALLBACK + "evil/",
+    "another path of the site": "http://testserver/admin/",
+    "without the trailing slash": CALLBACK.rstrip("/"),
+    "case on the path": "http://testserver/EID/oidc/callback/",
+    "case on the host": "http://TESTSERVER/eid/oidc/callback/",
+    "percent-encoded path": "http://testserver/eid/oidc/%63allback/",
+    "a query added": CALLBACK + "?next=https://evil.example/",
+    "a fragment": CALLBACK + "#https://evil.example/",
+    "an empty fragment": CALLBACK + "#",
+    "trailing space": CALLBACK + " ",
+    "an embedded tab": "http://testserver/eid/oidc/\tcallback/",
+    "javascript": "javascript:alert(1)//http://testserver/eid/oidc/callback/",
+    "missing": "",
+}
+
+
+@pytest.mark.parametrize("redirect_uri", NOT_REGISTERED.values(), ids=NOT_REGISTERED.keys())
+def test_only_the_registered_redirect_uri_is_accepted(
+    client: Client, http_op: str, redirect_uri: str
+) -> None:
+    # RFC 6749 3.1.2.4 and 4.1.2.1: a valid request is not started, an invalid one is not
+    # sent back; either way nobody leaves for the redirect_uri, the OP says it itself.
+    for fields in ({}, {"scope": "profile"}, {"prompt": "none"}):
+        response = authorize(client, "idura", redirect_uri=redirect_uri, **fields)
+        assert response.status_code == 400, fields
+        assert "Location" not in response
+        assert b"redirect_uri" in response.content
+    # The same request with the site's own callback is served.
+    assert authorize(client, "idura")["Location"].startswith(f"{SANDBOX_URL}/login/")
+
+
+def test_the_registered_redirect_uri_is_the_sites_oidc_redirect_uri_when_set(
+    client: Client, settings: SettingsWrapper
+) -> None:
+    configured = "https://shop.test/eid/oidc/callback/"
+    use(settings, "idura", OIDC_REDIRECT_URI=configured)
+    # The callback on the request's host is no longer the registered one ...
+    refused = authorize(client, "idura")
+    assert refused.status_code == 400
+    assert "Location" not in refused
+    # ... the configured one is, at the authorization and the token endpoints.
+    code = code_for(client, "idura", redirect_uri=configured)
+    assert token(client, "idura", code, redirect_uri=configured).status_code == 200
+    error = authorize(client, "idura", redirect_uri=configured, scope="profile")["Location"]
+    assert error.startswith(configured + "?")
+    assert query(error)["error"] == "invalid_scope"
+
+
+@pytest.mark.parametrize(
+    "redirect_uri",
+    [NOT_REGISTERED[case] for case in ("another origin", "another port", "userinfo", "missing")],
+    ids=["another origin", "another port", "userinfo", "missing"],
+)
+def test_par_refuses_a_redirect_uri_not_registered(
+    client: Client, http_op: str, redirect_uri: str
+) -> None:
+    pushed = client.post(
+        f"{MOUNT}/idura/par",
+        urlencode(request_params(redirect_uri=redirect_uri)),
+        content_type=FORM,
+        headers={"Authorization": BASIC},
+    )
+    assert pushed.status_code == 400
+    assert pushed.json()["error"] == "invalid_request"
+    assert "request_uri" not in pushed.json()
+
+
+def test_a_pushed_request_whose_redirect_uri_is_no_longer_registered_is_not_redirected(
+    client: Client, settings: SettingsWrapper, http_op: str
+) -> None:
+    pushed = client.post(
+        f"{MOUNT}/idura/par",
+        urlencode(request_params()),
+        content_type=FORM,
+        headers={"Authorization": BASIC},
+    )
+    assert pushed.status_code == 201
+    use(settings, "idura", OIDC_REDIRECT_URI="https://shop.test/eid/oidc/callback/")
+    visit = {"client_id": CLIENT_ID, "request_uri": pushed.json()["request_uri"]}
+    response = client.get(f"{MOUNT}/idura/authorize", visit)
+    assert response.status_code == 400
+    assert "Location" not in response
+
+
 def test_the_state_comes_back_with_an_error(client: Client, http_op: str) -> None:
     response = authorize(client, "idura", state="s-123", scope="profile")
     assert query(response["Location"]) == {
         "error": "invalid_scope",
         "error_description": "The scope must contain openid.",
         "state": "s-123",
+        "iss": f"http://testserver{MOUNT}/idura",  # RFC 9207
     }
 
 
@@ -297,8 +398,18 @@ def test_a_code_is_single_use(client: Client, http_op: str) -> None:
         {"code_verifier": "x" * 43},
         {"code_verifier": ""},
         {"redirect_uri": "https://shop.test/eid/oidc/other/"},
+        {"redirect_uri": ""},
+        {"redirect_uri": CALLBACK + "?x=1"},
+        {"redirect_uri": "http://testserver:80/eid/oidc/callback/"},
     ],
-    ids=["wrong verifier", "no verifier", "wrong redirect_uri"],
+    ids=[
+        "wrong verifier",
+        "no verifier",
+        "wrong redirect_uri",
+        "empty redirect_uri",
+        "redirect_uri with a query added",
+        "redirect_uri with the default port",
+    ],
 )
 def test_a_code_is_bound_to_its_verifier_and_redirect_uri(
     client: Client, http_op: str, fields: dict[str, str]
@@ -430,7 +541,8 @@ def test_a_failure_returns_its_status_as_the_error(client: Client, http_op: str)
     assert query(back)["state"] == "s-fail"
 
 
-def test_a_redirect_uri_keeps_its_own_query(client: Client, http_op: str) -> None:
+def test_a_redirect_uri_keeps_its_own_query(client: Client, settings: SettingsWrapper) -> None:
+    use(settings, "idura", OIDC_REDIRECT_URI=CALLBACK + "?site=1")
     response = authorize(client, "idura", redirect_uri=CALLBACK + "?site=1", state="s-q")
     back = end(client, response["Location"])
     answer = query(back)
@@ -452,7 +564,9 @@ def test_an_assertion_with_another_kid_is_401(client: Client, settings: Settings
 
 
 def test_lifetimes_of_a_request_uri_and_a_code(clocked: SandboxBroker, clock: Clock) -> None:
-    op = OpenIdProvider(clocked, preset="idura", issuer=f"{FIXTURE_ISSUER}/idura")
+    op = OpenIdProvider(
+        clocked, preset="idura", issuer=f"{FIXTURE_ISSUER}/idura", redirect_uris=[CALLBACK]
+    )
     body = urlencode(request_params()).encode()
 
     def visit(request_uri: str) -> Any:

@@ -249,6 +249,7 @@ def test_front_channel_abort_and_fail(oidc_site: str, eid_broker: EidBroker) -> 
         "error": "access_denied",
         "error_description": "The person cancelled the identification.",
         "state": "s-1",
+        "iss": issuer,  # RFC 9207
     }
     eid_broker.authorize(f"{issuer}/authorize?{urlencode(params)}")
     assert query(eid_broker.fail("login_required"))["error"] == "login_required"

@@ -58,6 +58,14 @@ DEFAULT_PROVIDER = {"idura": "no-bankid", "bankid-no": "bid", "signicat": "nbid"
 USERINFO_PRESETS = ("signicat", "vipps")
 
 
+def from_the_op(params: dict[str, Any]) -> dict[str, Any]:
+    """An authorization response's ``params`` as the provider sends them: with its ``iss``
+    (RFC 9207, which the sandbox OP advertises), for a return a test builds by hand."""
+    from django_eid.conf import eid_settings
+
+    return {**params, "iss": eid_settings.OIDC_ISSUER}
+
+
 # -- the OP -------------------------------------------------------------------------------
 def site_settings(base: dict[str, Any], preset: str, **values: Any) -> dict[str, Any]:
     """``DJANGO_EID`` of a site whose broker is ``preset``'s OP (see :data:`PRESETS`)."""

@@ -34,6 +34,7 @@ from tests.brokers.oidc.conftest import (
     assert_clean,
     assert_failed,
     begin,
+    from_the_op,
     path_of,
 )
 from tests.fixtures_views import Signals, changed, logged_in, snapshot
@@ -74,7 +75,9 @@ def test_the_state_of_one_session_with_the_code_of_another_is_refused(
     their_url = op.complete(op.persons.SWEDISH, request_id=sessions[1].request_id)
     their_code = parse_qs(urlsplit(their_url).query)["code"][0]
     before = snapshot()
-    response = alice_client.get(CALLBACK, {"code": their_code, "state": mine.external_id})
+    response = alice_client.get(
+        CALLBACK, from_the_op({"code": their_code, "state": mine.external_id})
+    )
     assert_failed(
         response,
         mine,
@@ -155,7 +158,7 @@ def test_a_duplicated_code_or_error_ends_the_row_without_a_token_call(
     url = op.complete()
     code = parse_qs(urlsplit(url).query)["code"][0]
     values = [code, code] if twice == "code" else ["access_denied", "access_denied"]
-    response = alice_client.get(CALLBACK, {twice: values, "state": row.external_id})
+    response = alice_client.get(CALLBACK, from_the_op({twice: values, "state": row.external_id}))
     assert_failed(response, row, "invalid_request", signals)
     assert op.token_requests == 0
 
@@ -234,7 +237,7 @@ def test_a_code_no_provider_issues_ends_the_row_without_a_token_call(
 ) -> None:
     row, _ = begin(alice_client)
     op.complete()
-    response = alice_client.get(CALLBACK, {"code": code, "state": row.external_id})
+    response = alice_client.get(CALLBACK, from_the_op({"code": code, "state": row.external_id}))
     assert_failed(response, row, "invalid_request", signals)
     assert op.token_requests == 0
 
@@ -244,7 +247,7 @@ def test_an_error_return_with_hostile_text_is_stored_short_and_printable(
 ) -> None:
     row, _ = begin(alice_client)
     error = "server_error\x00\n<script>" + "x" * 500
-    query = {"error": error, "error_description": "d" * 5000, "state": row.external_id}
+    query = from_the_op({"error": error, "error_description": "d" * 5000, "state": row.external_id})
     response = alice_client.get(CALLBACK, query)
     assert response.status_code == 200
     row.refresh_from_db()
@@ -327,3 +330,34 @@ def test_an_identification_started_through_the_api(
     assert body["status"] == "SUCCESS"
     assert body["identity"]["last_name"] == NORWEGIAN.last_name
     assert NORWEGIAN.national_identity_number not in answer.content.decode()
+
+
+# -- the issuer of the authorization response (RFC 9207) ----------------------------------------
+@pytest.mark.parametrize(
+    "iss",
+    [
+        pytest.param(["https://evil.test/oidc/idura"], id="another issuer"),
+        pytest.param([], id="none, although the discovery says it is sent"),
+        pytest.param(None, id="twice"),
+    ],
+)
+def test_a_return_that_may_come_from_another_provider_ends_without_a_token_call(
+    op: EidBroker, alice_client: Client, signals: Signals, iss: list[str] | None
+) -> None:
+    """A mix-up attack: a code of another provider must never be sent to this one's token
+    endpoint (with this client's credentials and PKCE verifier)."""
+    row, _ = begin(alice_client)
+    params = parse_qs(urlsplit(op.complete()).query)
+    params["iss"] = iss if iss is not None else params["iss"] * 2
+    response = alice_client.get(CALLBACK, params)
+    assert_failed(response, row, "iss_mismatch", signals)
+    assert op.token_requests == 0
+
+
+def test_the_providers_own_issuer_in_the_return_passes(op: EidBroker, alice_client: Client) -> None:
+    row, _ = begin(alice_client)
+    url = op.complete()
+    assert parse_qs(urlsplit(url).query)["iss"] == [op.oidc.issuer]  # type: ignore[union-attr]
+    assert alice_client.get(path_of(url)).status_code == 302
+    row.refresh_from_db()
+    assert row.status == Status.SUCCESS

@@ -67,6 +67,8 @@ CLAIMS: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "exp a string": (lambda: {"exp": str(now() + 300)}, "(exp)"),
     "issued in the future": (lambda: {"iat": now() + BEYOND_SKEW}, "(iat)"),
     "no iat": (lambda: {"iat": None}, "(iat)"),
+    "issued at the epoch": (lambda: {"iat": 0}, "issued too long ago (iat)"),
+    "issued an hour ago": (lambda: {"iat": now() - 3600}, "issued too long ago (iat)"),
     "not valid yet": (lambda: {"nbf": now() + BEYOND_SKEW}, "(nbf)"),
     "nbf a string": (lambda: {"nbf": "soon"}, "(nbf)"),
     "no sub": (lambda: {"sub": None}, "no sub"),
@@ -102,6 +104,7 @@ def test_an_id_token_failing_a_claim_check_ends_the_row_as_an_error(
     [
         pytest.param(lambda: {"exp": now() - WITHIN_SKEW}, id="expired within the leeway"),
         pytest.param(lambda: {"iat": now() + WITHIN_SKEW}, id="iat within the leeway"),
+        pytest.param(lambda: {"iat": now() - 600 - WITHIN_SKEW}, id="iat ten minutes ago"),
         pytest.param(lambda: {"nbf": now() + WITHIN_SKEW}, id="nbf within the leeway"),
         pytest.param(lambda: {"at_hash": None}, id="no at_hash"),
         pytest.param(lambda: {"aud": [PRESETS["idura"][1]]}, id="aud a list of one"),

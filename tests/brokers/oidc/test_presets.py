@@ -238,3 +238,58 @@ def test_bid_meets_min_loa_high(serve: Callable[..., EidBroker], alice_client: C
     assert alice_client.get(op.complete()).status_code == 302
     row.refresh_from_db()
     assert (row.status, row.level_of_assurance) == (Status.SUCCESS, "high")
+
+
+# -- an eID or a level the preset does not list ------------------------------------------------
+def test_an_unlisted_level_is_unknown_never_the_eids_usual_one(
+    serve: Callable[..., EidBroker], alice_client: Client, signals: Signals
+) -> None:
+    """Idura's MitID ``low`` is MitID, but not at the level MitID usually gives: it does
+    not pass MIN_LOA "substantial" as the ``dk-mitid`` entry's level would."""
+    op = serve("idura", IDENTITY_PROVIDER="dk-mitid", MIN_LOA="substantial")
+    row, _ = begin(alice_client)
+    op.tamper_next_token(claims={"authenticationtype": "urn:grn:authn:dk:mitid:low"})
+    assert alice_client.get(path_of(op.complete(DANISH))).status_code == 200
+    row.refresh_from_db()
+    assert (row.status, row.error_code) == (Status.REJECTED, outcomes.LOA_TOO_LOW)
+    assert (row.identity_provider, row.level_of_assurance) == ("dk-mitid", "")
+
+
+@pytest.mark.parametrize("how", ["IDENTITY_PROVIDER", "ALLOWED_PROVIDERS"])
+def test_an_eid_the_preset_does_not_list_is_not_the_one_asked_for(
+    serve: Callable[..., EidBroker], alice_client: Client, signals: Signals, how: str
+) -> None:
+    """A token for SE Freja (Idura offers it; the preset does not list it) is stored under
+    its own name and refused, not stored as the SE BankID that was asked for."""
+    wanted = "se-bankid"
+    if how == "IDENTITY_PROVIDER":
+        op = serve("idura", IDENTITY_PROVIDER=wanted)
+        row, _ = begin(alice_client)
+    else:
+        op = serve("idura", IDENTITY_PROVIDER=None, ALLOWED_PROVIDERS=["no-bankid", wanted])
+        row, _ = begin(alice_client, provider=wanted)
+    op.tamper_next_token(
+        claims={"identityscheme": "sefrejaid", "authenticationtype": "urn:grn:authn:se:frejaid"}
+    )
+    assert alice_client.get(path_of(op.complete(SWEDISH))).status_code == 200
+    row.refresh_from_db()
+    assert (row.status, row.error_code) == (Status.REJECTED, outcomes.PROVIDER_NOT_ALLOWED)
+    assert (row.identity_provider, row.level_of_assurance) == ("sefrejaid", "")
+    assert signals.names == ["identification_started", "identification_failed"]
+
+
+def test_an_acr_variant_of_a_listed_eid_keeps_its_level(
+    serve: Callable[..., EidBroker], alice_client: Client
+) -> None:
+    """Idura names the SE BankID flow used (``...:se:bankid:same-device``): SE BankID, at
+    its level."""
+    op = serve("idura", IDENTITY_PROVIDER="se-bankid", MIN_LOA="substantial")
+    row, _ = begin(alice_client)
+    op.tamper_next_token(claims={"authenticationtype": "urn:grn:authn:se:bankid:same-device"})
+    assert alice_client.get(path_of(op.complete(SWEDISH))).status_code == 302
+    row.refresh_from_db()
+    assert (row.status, row.identity_provider, row.level_of_assurance) == (
+        Status.SUCCESS,
+        "se-bankid",
+        "substantial",
+    )
