@@ -24,6 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from django_eid import records
 from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
 from django_eid.reasons import (
@@ -261,6 +262,10 @@ LOA_TOO_LOW = "LOA_TOO_LOW"
 RECEIVER_REJECTED = "REJECTED"
 #: A receiver of ``identification_verifying`` crashed: the rules could not be applied.
 RULES_FAILED = "RULES_FAILED"
+#: The identity is not what the site asked for (the broker API's ``refusal``): a scope the
+#: OpenID provider did not grant, the national identity number missing.
+SCOPE_NOT_GRANTED = records.SCOPE_NOT_GRANTED
+NUMBER_MISSING = records.NUMBER_MISSING
 
 _REJECTIONS: dict[str, Promise] = {
     PROVIDER_NOT_ALLOWED: _(
@@ -275,6 +280,14 @@ _REJECTIONS: dict[str, Promise] = {
     LOA_TOO_LOW: _(
         "Your eID does not give the level of assurance this service needs. Please identify "
         "with another eID."
+    ),
+    SCOPE_NOT_GRANTED: _(
+        "Your identification did not share everything this service asked for. Please try "
+        "again and allow it."
+    ),
+    NUMBER_MISSING: _(
+        "Your identification did not include your national identity number, which this "
+        "service needs."
     ),
 }
 

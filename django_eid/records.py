@@ -79,6 +79,14 @@ def opt_object(obj: Mapping[str, Any], key: str, what: str) -> Mapping[str, Any]
     return value
 
 
+#: :attr:`IdentificationRecord.refusal` codes (rejection codes: ``django_eid.outcomes``
+#: words them). The provider did not grant every scope the site asked for.
+SCOPE_NOT_GRANTED: Final = "SCOPE_NOT_GRANTED"
+#: The site asked for the national identity number (``GET_SOCIAL_SECURITY_NUMBER``), and the
+#: identity came without it.
+NUMBER_MISSING: Final = "NUMBER_MISSING"
+
+
 @dataclass(frozen=True)
 class CreatedSession:
     """What ``create_session`` returns: where to send the user, and the session id."""
@@ -132,6 +140,10 @@ class IdentificationRecord:
     level_of_assurance: str | None = None
     environment_info: EnvironmentInfo = field(default_factory=EnvironmentInfo)
     error: RecordError | None = None
+    #: A rejection code when the identity is not what the site asked for, as only the API
+    #: can tell (an OpenID provider that did not grant a scope asked for): the flow then
+    #: stores the identification ``REJECTED`` with it.
+    refusal: str | None = None
     metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Out of repr(): a broker may put personal data anywhere it likes.
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)

@@ -197,6 +197,20 @@ def _oidc(s: EidSettings) -> Iterator[Problem]:
             "The eID Hub and the OIDC presets state a level; with another API, remove MIN_LOA "
             "and restrict ALLOWED_PROVIDERS instead.",
         )
+    if (
+        s.raw("BROKER_API") == "oidc"
+        and s.raw("OIDC_PRESET") is None
+        and s.raw("GET_SOCIAL_SECURITY_NUMBER")
+    ):
+        yield Problem(
+            "django_eid.E037",
+            "error",
+            "DJANGO_EID['GET_SOCIAL_SECURITY_NUMBER'] is on with the generic OpenID provider "
+            "(OIDC_PRESET None), which reads no national identity number: every "
+            "identification would be rejected (NUMBER_MISSING).",
+            "Choose the preset of your broker (OIDC_PRESET), or turn GET_SOCIAL_SECURITY_NUMBER "
+            "off: a generic provider's person is their sub at its issuer.",
+        )
     oidc_keys = [k for k in DEFAULTS if k.startswith("OIDC_") and s.raw(k) not in (None, "")]
     if s.raw("BROKER_API") != "oidc":
         if oidc_keys and s.raw("BROKER_API") in API_NAMES:

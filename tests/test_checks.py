@@ -395,6 +395,15 @@ OIDC_ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E036", {**OIDC, "OIDC_ACR_VALUES": "urn:grn:authn:no:bankid\n"}),
     ("django_eid.E036", {**OIDC, "OIDC_ACR_VALUES": "urn:grn:authn:\x00no:bankid"}),
     ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": "scope:ssn\r\n"}),
+    (
+        "django_eid.E037",
+        {
+            **OIDC,
+            "OIDC_PRESET": None,
+            "IDENTITY_PROVIDER": None,
+            "GET_SOCIAL_SECURITY_NUMBER": True,
+        },
+    ),
     ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": 5}),
     ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": f"BID:{NUMBER}"}),
     ("django_eid.E036", {**OIDC, "OIDC_LOGIN_HINT": NUMBER}),

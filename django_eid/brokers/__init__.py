@@ -152,6 +152,13 @@ class BrokerApi(ABC):
     def provider_country(cls, provider: str | None) -> str | None:
         """The ISO country of the persons of ``provider`` (this API's name), or ``None``."""
 
+    @classmethod
+    def provider_level(cls, provider: str | None) -> str | None:
+        """The level of assurance an identification with ``provider`` gives, where this API
+        fixes one per provider name (OpenID Connect's presets), else ``None``: a record of
+        ``provider`` at another level is not what was asked for."""
+        return None
+
     # -- the calls --------------------------------------------------------------------
     @abstractmethod
     def create_session(self, request: SessionRequest) -> CreatedSession:

@@ -45,7 +45,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, RSAKey
 
 from django_eid.brokers import ApiCall, BrokerApi, ReturnedIds, ReturnUrls, SessionRequest
-from django_eid.brokers.oidc_presets import PRESETS, Claims, Preset, preset
+from django_eid.brokers.oidc_presets import PRESETS, Claims, Preset, Provider, preset
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
     EidConfigurationError,
@@ -57,6 +57,8 @@ from django_eid.exceptions import (
     TokenError,
 )
 from django_eid.records import (
+    NUMBER_MISSING,
+    SCOPE_NOT_GRANTED,
     CreatedSession,
     IdentificationRecord,
     Progress,
@@ -176,22 +178,29 @@ class OidcApi(BrokerApi):
 
     @classmethod
     def provider_country(cls, provider: str | None) -> str | None:
-        for p in PRESETS.values():
-            spec = p.providers.get(provider or "")
-            if spec is not None:
-                return spec.country
-        return None
+        spec = _provider_spec(provider)
+        return spec.country if spec is not None else None
+
+    @classmethod
+    def provider_level(cls, provider: str | None) -> str | None:
+        spec = _provider_spec(provider)
+        return spec.level if spec is not None else None
 
     # -- the calls --------------------------------------------------------------------
     def redirect_uri(self, urls: ReturnUrls) -> str:
         return self.settings.OIDC_REDIRECT_URI or urls.callback
 
     def scopes(self, request: SessionRequest) -> list[str]:
+        return self.requested_scopes(number=request.get_social_security_number)
+
+    def requested_scopes(self, *, number: bool) -> list[str]:
+        """The scopes an authorization request asks for: ``SCOPES`` or the preset's, with
+        ``openid``, and the number's when it is asked for."""
         configured = self.settings.SCOPES
         scopes = list(self.preset.scopes if configured is None else configured)
         if "openid" not in scopes:
             scopes.insert(0, "openid")
-        if request.get_social_security_number:
+        if number:
             scopes += [s for s in self.preset.number_scopes if s not in scopes]
         return scopes
 
@@ -311,7 +320,7 @@ class OidcApi(BrokerApi):
         if code is None or not _CODE_RE.match(code):
             return _failed(request_id, "invalid_request", "the return carries no usable code")
         try:
-            claims = self._redeem(code, external_id, return_url)
+            claims, granted = self._redeem(code, external_id, return_url)
         except (EidProtocolError, TokenError) as err:
             # The code is spent (or refused): another try cannot succeed, so the session
             # ends here. A provider out of reach before the exchange (EidUnavailable)
@@ -325,7 +334,7 @@ class OidcApi(BrokerApi):
             else:
                 kind = "id_token_invalid" if isinstance(err, IdTokenInvalid) else "protocol_error"
             return _failed(request_id, kind, str(err))
-        return self._record(request_id, claims)
+        return self._record(request_id, claims, granted=granted)
 
     def _issuer_problem(self, params: Mapping[str, Sequence[str]]) -> str | None:
         """Why the return's ``iss`` (RFC 9207) does not show it is this provider's, or
@@ -343,7 +352,11 @@ class OidcApi(BrokerApi):
         return None
 
     # -- the code exchange ---------------------------------------------------------------
-    def _redeem(self, code: str, external_id: str, return_url: str) -> dict[str, Any]:
+    def _redeem(
+        self, code: str, external_id: str, return_url: str
+    ) -> tuple[dict[str, Any], str | None]:
+        """The verified claims of the code's tokens, and the ``scope`` the token answer says
+        was granted (``None``: it says none, which means all that was asked, RFC 6749 5.1)."""
         metadata = self.discovery()
         # The keys first: a provider whose keys cannot be had now does not get the code,
         # which a reload can then still exchange.
@@ -363,9 +376,11 @@ class OidcApi(BrokerApi):
             # The code is spent: a reload would only be refused (invalid_grant).
             raise _SpentCode(f"after the code was exchanged, {err}") from err
 
-    def _claims_of(self, answer: Answer, *, nonce: str) -> dict[str, Any]:
-        """The verified claims of the token endpoint's answer (and userinfo's)."""
+    def _claims_of(self, answer: Answer, *, nonce: str) -> tuple[dict[str, Any], str | None]:
+        """The verified claims of the token endpoint's answer (and userinfo's), and the
+        scope it says was granted."""
         body = storable_object(answer.json(), answer.what)
+        granted = body.get("scope")
         id_token = body.get("id_token")
         access_token = body.get("access_token")
         if not isinstance(id_token, str) or not id_token:
@@ -382,7 +397,7 @@ class OidcApi(BrokerApi):
             if not isinstance(access_token, str) or not access_token:
                 raise IdTokenInvalid(f"{answer.what} answered without an access_token")
             claims = {**claims, **self.userinfo(access_token, subject=str(claims["sub"]))}
-        return claims
+        return claims, granted if isinstance(granted, str) else None
 
     def validate_id_token(
         self, token: str, *, nonce: str | None, access_token: str | None = None
@@ -662,14 +677,32 @@ class OidcApi(BrokerApi):
         )
         return self._push(endpoint, self.authorization_params(request))
 
-    def _record(self, request_id: str, claims: Mapping[str, Any]) -> IdentificationRecord:
+    def _record(
+        self, request_id: str, claims: Mapping[str, Any], *, granted: str | None
+    ) -> IdentificationRecord:
         found: Claims = self.preset.read(claims)
+        provider = found.provider
+        if provider is None and not self.preset.providers:
+            # A generic provider has no provider names: the person is their sub at this
+            # issuer (the site's IDENTITY_PROVIDER names it, when set), so that the same
+            # sub at another issuer is another person (ONE_ACCOUNT_PER_PERSON, same_person).
+            provider = self.settings.IDENTITY_PROVIDER or issuer_label(self.issuer)
         received = {k: v for k, v in claims.items() if k not in _PROTOCOL_CLAIMS}
+        # What the site asked for must be what it got: in a URL (no PAR) the browser can
+        # strip a scope from the authorization request, and the number with it.
+        number_asked = self.settings.GET_SOCIAL_SECURITY_NUMBER
+        refusal = None
+        if granted is not None and set(self.requested_scopes(number=number_asked)) - set(
+            granted.split()
+        ):
+            refusal = SCOPE_NOT_GRANTED
+        elif number_asked and not found.number:
+            refusal = NUMBER_MISSING
         return IdentificationRecord(
             request_id=request_id,
             status="success",
             progress=Progress.SUCCESS,
-            identity_provider=found.provider,
+            identity_provider=provider,
             identity_provider_unique_id=found.unique_id,
             name=found.name,
             first_name=found.first_name,
@@ -679,12 +712,32 @@ class OidcApi(BrokerApi):
             national_id_country=found.number_country,
             national_id_type=found.number_type,
             level_of_assurance=found.level,
+            refusal=refusal,
             # The national identity number is dropped from what is kept as received:
             # ``redacted()`` scrubs it besides.
             received={
                 k: v for k, v in received.items() if not (found.number and v == found.number)
             },
         )
+
+
+def _provider_spec(provider: str | None) -> Provider | None:
+    """The preset entry of ``provider``, a name of any preset (they share none)."""
+    for p in PRESETS.values():
+        spec = p.providers.get(provider or "")
+        if spec is not None:
+            return spec
+    return None
+
+
+def issuer_label(issuer: str) -> str:
+    """The provider name of a generic OpenID provider's identities: its issuer without the
+    scheme (``login.example.com/realms/shop``), cut to a provider's 64 characters with a
+    digest of the whole, so that two issuers never share one."""
+    label = issuer.split("://", 1)[-1].rstrip("/")
+    if len(label) <= 64:
+        return label
+    return f"{label[:47]}~{hashlib.sha256(issuer.encode()).hexdigest()[:16]}"
 
 
 #: Claims of the protocol, not of the person: not kept in ``raw``.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from django.utils.translation import gettext
 
 from django_eid import claims, outcomes, person_keys, signals
+from django_eid.brokers import broker_api
 from django_eid.brokers.oidc_presets import level_rank
 from django_eid.conf import eid_settings
 from django_eid.exceptions import IdentificationRejected
@@ -98,7 +99,13 @@ def apply_rules(row: Identification, request: HttpRequest | None) -> None:
 
 
 def provider_refusal(row: Identification, record: IdentificationRecord) -> str | None:
-    """``PROVIDER_NOT_ALLOWED`` when the broker let the user pick a provider not accepted."""
+    """Why ``record`` is not the identity the site asked for, as a rejection code, or ``None``.
+
+    ``PROVIDER_NOT_ALLOWED`` when the broker let the user pick a provider not accepted, or
+    the provider asked for (or allowed) came back at another level than it gives (an acr
+    its API does not list for it: MitID ``low`` for ``dk-mitid``); else the broker API's
+    own ``refusal`` (a scope not granted, the number missing).
+    """
     used = record.identity_provider
     allowed = eid_settings.ALLOWED_PROVIDERS
     if used and (
@@ -106,4 +113,9 @@ def provider_refusal(row: Identification, record: IdentificationRecord) -> str |
         or (allowed is not None and used not in allowed)
     ):
         return outcomes.PROVIDER_NOT_ALLOWED
-    return None
+    # The provider asked for, or allowed, at the level it gives; asked for none, any.
+    named = row.identity_provider or (used if allowed is not None else None)
+    expected = broker_api().provider_level(named)
+    if expected is not None and record.level_of_assurance != expected:
+        return outcomes.PROVIDER_NOT_ALLOWED
+    return record.refusal

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
@@ -241,17 +242,27 @@ def test_bid_meets_min_loa_high(serve: Callable[..., EidBroker], alice_client: C
 
 
 # -- an eID or a level the preset does not list ------------------------------------------------
+@pytest.mark.parametrize(
+    ("asked", "refused"),
+    [("dk-mitid", outcomes.PROVIDER_NOT_ALLOWED), (None, outcomes.LOA_TOO_LOW)],
+    ids=["dk-mitid asked for", "the provider's chooser"],
+)
 def test_an_unlisted_level_is_unknown_never_the_eids_usual_one(
-    serve: Callable[..., EidBroker], alice_client: Client, signals: Signals
+    serve: Callable[..., EidBroker],
+    alice_client: Client,
+    signals: Signals,
+    asked: str | None,
+    refused: str,
 ) -> None:
-    """Idura's MitID ``low`` is MitID, but not at the level MitID usually gives: it does
-    not pass MIN_LOA "substantial" as the ``dk-mitid`` entry's level would."""
-    op = serve("idura", IDENTITY_PROVIDER="dk-mitid", MIN_LOA="substantial")
-    row, _ = begin(alice_client)
+    """Idura's MitID ``low`` is MitID, but not at the level MitID usually gives: not the
+    ``dk-mitid`` (substantial) that was asked for, and, asked for none, below MIN_LOA
+    "substantial" as the ``dk-mitid`` entry's level would not be."""
+    op = serve("idura", IDENTITY_PROVIDER=asked, MIN_LOA="substantial")
+    row, _ = begin(alice_client, **({} if asked else {"provider": ""}))
     op.tamper_next_token(claims={"authenticationtype": "urn:grn:authn:dk:mitid:low"})
     assert alice_client.get(path_of(op.complete(DANISH))).status_code == 200
     row.refresh_from_db()
-    assert (row.status, row.error_code) == (Status.REJECTED, outcomes.LOA_TOO_LOW)
+    assert (row.status, row.error_code) == (Status.REJECTED, refused)
     assert (row.identity_provider, row.level_of_assurance) == ("dk-mitid", "")
 
 
@@ -293,3 +304,52 @@ def test_an_acr_variant_of_a_listed_eid_keeps_its_level(
         "se-bankid",
         "substantial",
     )
+
+
+# -- what the site asked for is what it got --------------------------------------------------------
+def test_a_number_scope_removed_in_the_browser_is_noticed(
+    serve: Callable[..., EidBroker], alice_client: Client, signals: Signals
+) -> None:
+    """Without PAR the authorization request travels in the browser's URL: a user who strips
+    the number's scope gets no verified identity without the number (it would escape
+    ONE_ACCOUNT_PER_PERSON through another eID); the granted scope says so."""
+    op = serve("idura", OIDC_PAR=False, ONE_ACCOUNT_PER_PERSON=True)
+    row, location = begin(alice_client)
+    parts = urlsplit(location)
+    query = parse_qs(parts.query)
+    assert query["scope"] == ["openid ssn"]
+    query["scope"] = ["openid"]
+    op.authorize(urlunsplit(parts._replace(query=urlencode(query, doseq=True))))
+    assert alice_client.get(path_of(op.complete())).status_code == 200
+    row.refresh_from_db()
+    assert (row.status, row.error_code) == (Status.REJECTED, outcomes.SCOPE_NOT_GRANTED)
+    assert row.social_security_number is None
+    assert signals.names == ["identification_started", "identification_failed"]
+
+
+def test_a_number_asked_for_and_missing_is_rejected(
+    serve: Callable[..., EidBroker], alice_client: Client
+) -> None:
+    op = serve("idura")
+    row, _ = begin(alice_client)
+    url = op.complete()
+    op.tamper_next_token(claims={"socialno": None})
+    assert alice_client.get(path_of(url)).status_code == 200
+    row.refresh_from_db()
+    assert (row.status, row.error_code) == (Status.REJECTED, outcomes.NUMBER_MISSING)
+
+
+def test_a_generic_providers_person_is_their_sub_at_its_issuer(
+    serve: Callable[..., EidBroker], alice_client: Client, bob: AbstractBaseUser
+) -> None:
+    """No preset, no IDENTITY_PROVIDER: the rows name the issuer as their provider, so that
+    ONE_ACCOUNT_PER_PERSON holds (it claimed nothing before: no provider, no person key)."""
+    op = serve("generic", IDENTITY_PROVIDER=None, ONE_ACCOUNT_PER_PERSON=True)
+    alices = verify(alice_client, op)
+    assert alices.status == Status.SUCCESS
+    assert alices.identity_provider == op.oidc.issuer.split("://")[1]  # type: ignore[union-attr]
+    bob_client = logged_in(bob)
+    bobs, _ = begin(bob_client)
+    assert bob_client.get(path_of(op.complete())).status_code == 200
+    bobs.refresh_from_db()
+    assert (bobs.status, bobs.error_code) == (Status.REJECTED, outcomes.ONE_ACCOUNT_PER_PERSON)
