@@ -392,6 +392,7 @@ class OidcApi(BrokerApi):
             id_token,
             nonce=nonce,
             access_token=access_token if isinstance(access_token, str) else None,
+            from_token_endpoint=True,
         )
         if self.preset.userinfo:
             if not isinstance(access_token, str) or not access_token:
@@ -400,11 +401,17 @@ class OidcApi(BrokerApi):
         return claims, granted if isinstance(granted, str) else None
 
     def validate_id_token(
-        self, token: str, *, nonce: str | None, access_token: str | None = None
+        self,
+        token: str,
+        *,
+        nonce: str | None,
+        access_token: str | None = None,
+        from_token_endpoint: bool = False,
     ) -> dict[str, Any]:
         """The claims of ``token`` once every check of OIDC Core 3.1.3.7 passed;
-        :class:`IdTokenInvalid` naming the first that failed."""
-        claims = self._verified(token, what="the id_token")
+        :class:`IdTokenInvalid` naming the first that failed. ``from_token_endpoint``: the
+        provider itself answered it to this client's code exchange (see :meth:`jwks`)."""
+        claims = self._verified(token, what="the id_token", solicited=from_token_endpoint)
         self._check_claims(claims, what="the id_token", nonce=nonce)
         if access_token is not None and "at_hash" in claims:
             alg = self._header(token).get("alg", "")
@@ -426,7 +433,7 @@ class OidcApi(BrokerApi):
         ctype = answer.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype == "application/jwt":
             text = answer.body.decode("ascii", "replace").strip()
-            claims = self._verified(text, what="the userinfo JWT")
+            claims = self._verified(text, what="the userinfo JWT", solicited=True)
             self._check_claims(claims, what="the userinfo JWT", nonce=None, lifetime=False)
         else:
             claims = dict(storable_object(answer.json(), answer.what))
@@ -459,7 +466,7 @@ class OidcApi(BrokerApi):
             wanted = [a for a in wanted if a in listed]
         return wanted
 
-    def _verified(self, token: str, *, what: str) -> dict[str, Any]:
+    def _verified(self, token: str, *, what: str, solicited: bool = False) -> dict[str, Any]:
         if token.count(".") == 4:
             raise IdTokenInvalid(f"{what} is encrypted (JWE), which django-eid does not decrypt")
         if token.count(".") != 2:
@@ -473,7 +480,10 @@ class OidcApi(BrokerApi):
         kid = header.get("kid")
         keys = self.jwks()
         if not _has_key(keys, kid, alg):
-            keys = self.jwks(refresh=True)
+            # Keys rotate. A token the provider answered this client's own call with (the
+            # code is spent: refusing it loses a paid identification) may fetch the keys
+            # once more even within the refresh interval; any other may not.
+            keys = self.jwks(refresh=True, beyond_the_interval=solicited)
             if not _has_key(keys, kid, alg):
                 raise IdTokenInvalid(f"{what} names a key the provider's JWKS does not have")
         try:
@@ -565,12 +575,17 @@ class OidcApi(BrokerApi):
         _cache_set(key, body, METADATA_TTL)
         return body
 
-    def jwks(self, *, refresh: bool = False) -> KeySet:
+    def jwks(self, *, refresh: bool = False, beyond_the_interval: bool = False) -> KeySet:
         """The provider's signing keys; ``refresh`` fetches them again (key rotation),
-        at most once every :data:`JWKS_REFRESH_INTERVAL` seconds."""
+        at most once every :data:`JWKS_REFRESH_INTERVAL` seconds across all workers, unless
+        ``beyond_the_interval``: for a token the provider answered the client's own call
+        with, whose code is spent (a second rotation within the interval must not lose an
+        identification). Each such token costs one fetch at most, and only a real login at
+        the provider makes one."""
         key = _cache_key("jwks", self.issuer)
         cached = None if refresh else _cache_get(key)
-        if refresh and not _cache_add(_cache_key("jwks-refresh", self.issuer)):
+        due = _cache_add(_cache_key("jwks-refresh", self.issuer)) if refresh else False
+        if refresh and not due and not beyond_the_interval:
             cached = _cache_get(key)
         if not isinstance(cached, dict):
             url = str(self.discovery()["jwks_uri"])

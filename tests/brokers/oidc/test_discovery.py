@@ -12,7 +12,12 @@ import pytest
 import requests
 from django.core.cache import caches
 from django.test import Client
+from joserfc import jwt
+from joserfc.jwk import RSAKey
 
+from django_eid.brokers.oidc import OidcApi
+from django_eid.client import get_client
+from django_eid.exceptions import IdTokenInvalid
 from django_eid.models import Identification
 from django_eid.sandbox.fake import EidBroker
 from tests.brokers.oidc.conftest import (
@@ -180,10 +185,24 @@ def test_a_key_the_jwks_does_not_have_is_refused_after_one_fetch_again(
     assert_clean(op, row, logs)
 
 
-def test_fetching_the_jwks_again_is_rate_limited(
+def test_a_second_key_rotation_within_the_refresh_interval_loses_no_identification(
+    op: EidBroker, alice_client: Client
+) -> None:
+    """The code is spent when the token names a key the JWKS fetched a moment ago does not
+    have: a token of the token endpoint may fetch the keys once more within the interval."""
+    assert verify(alice_client, op).status == Status.SUCCESS
+    op.rotate_keys()
+    assert verify(alice_client, op).status == Status.SUCCESS  # the interval's one refetch
+    op.rotate_keys()
+    assert verify(alice_client, op).status == Status.SUCCESS  # one more, for this token
+    assert len(calls(op, "jwks")) == 3
+
+
+def test_each_token_of_the_token_endpoint_fetches_the_jwks_once_at_most(
     op: EidBroker, alice_client: Client, bob_client: Client
 ) -> None:
-    """Tokens naming unknown keys cannot make the site hammer the provider's JWKS."""
+    """Tokens naming unknown keys cannot make the site hammer the provider's JWKS: one
+    fetch each, and each needs a login at the provider."""
     for client in (alice_client, bob_client, alice_client):
         row, _ = begin(client)
         url = op.complete()
@@ -191,7 +210,23 @@ def test_fetching_the_jwks_again_is_rate_limited(
         assert client.get(url).status_code == 200
         row.refresh_from_db()
         assert (row.status, row.error_code) == (Status.ERROR, "id_token_invalid")
-    assert len(calls(op, "jwks")) == 2
+    assert len(calls(op, "jwks")) == 1 + 3
+
+
+def test_a_token_from_elsewhere_fetches_the_jwks_once_a_minute_at_most(
+    op: EidBroker, alice_client: Client
+) -> None:
+    """A token the client did not ask the provider for (handed to ``validate_id_token``
+    from anywhere else) gets the interval's one fetch, and no more."""
+    assert verify(alice_client, op).status == Status.SUCCESS
+    api = get_client().api
+    assert isinstance(api, OidcApi)
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "from-elsewhere"})
+    token = jwt.encode({"alg": "RS256", "kid": "from-elsewhere"}, {"sub": "x"}, stranger)
+    for fetches in (2, 2, 2):
+        with pytest.raises(IdTokenInvalid, match="does not have"):
+            api.validate_id_token(token, nonce=None)
+        assert len(calls(op, "jwks")) == fetches
 
 
 # -- out of reach at the callback -----------------------------------------------------------------
