@@ -12,6 +12,7 @@ does it (:func:`substitute`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,7 @@ from django_eid import signals, vocabulary
 from django_eid.brokers import api_class
 from django_eid.brokers.oidc import request_id_of
 from django_eid.conf import eid_settings
-from django_eid.models import Identification
+from django_eid.models import Identification, LinkedIdentity
 from django_eid.sandbox.broker import SessionError
 from django_eid.sandbox.wire import Session, append_session_id, fill_placeholders
 from django_eid.sandbox.wire_oidc import API as OIDC
@@ -203,6 +204,22 @@ class Started:
 
 
 # -- users -------------------------------------------------------------------------
+_link_keys = itertools.count(1)
+
+
+def link(
+    user: AbstractBaseUser,
+    provider: str = "NO_BANKID_WEB",
+    scheme: str = "no-bankid",
+    **fields: Any,
+) -> LinkedIdentity:
+    """A link of ``user`` to a person of its own (a key no other link has), as a
+    verification would make it (``LinkedIdentity``)."""
+    return LinkedIdentity.objects.create(
+        user=user, key=f"uid:{next(_link_keys):064x}", provider=provider, scheme=scheme, **fields
+    )
+
+
 def make_user(django_user_model: Any, name: str) -> AbstractBaseUser:
     user: AbstractBaseUser = django_user_model.objects.create_user(
         name, f"{name}@example.com", f"pw-{name}"

@@ -6,7 +6,6 @@ against the shipped OpenAPI document (:mod:`tests.openapi_check`)."""
 from __future__ import annotations
 
 import datetime
-import itertools
 from typing import Any
 from urllib.parse import quote
 
@@ -32,23 +31,9 @@ from tests.api.conftest import (
     settled_by_its_return,
 )
 from tests.fixtures_broker import ScriptedBroker
-from tests.fixtures_views import logged_in
+from tests.fixtures_views import link, logged_in
 
 pytestmark = pytest.mark.django_db
-
-_keys = itertools.count(1)
-
-
-def link(
-    user: AbstractBaseUser,
-    provider: str = "NO_BANKID_WEB",
-    scheme: str = "no-bankid",
-    **fields: Any,
-) -> LinkedIdentity:
-    """A link of ``user`` to a person of its own (a key no other link has)."""
-    return LinkedIdentity.objects.create(
-        user=user, key=f"uid:{next(_keys):064x}", provider=provider, scheme=scheme, **fields
-    )
 
 
 def iso(moment: datetime.datetime) -> str:

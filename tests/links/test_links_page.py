@@ -5,7 +5,6 @@ account that verifies a person linked to the first is told it got no link."""
 from __future__ import annotations
 
 import datetime
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,25 +20,12 @@ from django_eid import outcomes
 from django_eid.models import Identification, LinkedIdentity
 from tests.api.conftest import Api, api_start
 from tests.fixtures_broker import ScriptedBroker
-from tests.fixtures_views import Started, logged_in
+from tests.fixtures_views import Started, link, logged_in
 
 pytestmark = pytest.mark.django_db
 
 PAGE = "/eid/links/"
 REMOVED = "The eID link was removed."
-_keys = itertools.count(1)
-
-
-def link(
-    user: AbstractBaseUser,
-    provider: str = "NO_BANKID_WEB",
-    scheme: str = "no-bankid",
-    **fields: Any,
-) -> LinkedIdentity:
-    """A link of ``user`` to a person of its own (a key no other link has)."""
-    return LinkedIdentity.objects.create(
-        user=user, key=f"uid:{next(_keys):064x}", provider=provider, scheme=scheme, **fields
-    )
 
 
 def passwordless(user: AbstractBaseUser) -> Client:
