@@ -290,6 +290,11 @@ class Identification(models.Model):
 
     objects = IdentificationQuerySet.as_manager()
 
+    #: Not stored: ``True`` once finishing this instance linked its account to the person
+    #: (:func:`django_eid.flows.link.link`), so the page need not ask whether another
+    #: account holds the person.
+    linked_now: bool = False
+
     class Meta:
         verbose_name = _("identification")
         verbose_name_plural = _("identifications")

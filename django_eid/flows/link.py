@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import router, transaction
+from django.db import connections, router, transaction
 from django.db.models import QuerySet
+from django.db.models.constants import OnConflict
 
 from django_eid import outcomes
 from django_eid.brokers import provider_family
@@ -49,13 +50,32 @@ def link(row: Identification) -> None:
     One ``INSERT`` that does nothing when the person is linked already, to this account (a
     verification again) or to another one (:func:`linked_elsewhere` tells the page). The
     unique key decides between two accounts finishing at once: the second waits for the
-    first and then inserts nothing.
+    first and then inserts nothing. Not through the ORM's ``bulk_create``, whose
+    transaction around one statement costs two more round trips on every success.
     """
     if not eid_settings.LINK_ON_VERIFY or row.status != Identification.Status.SUCCESS:
         return
     made = new_link(row)
-    if made is not None:
-        LinkedIdentity.objects.bulk_create([made], ignore_conflicts=True)
+    if made is None:
+        return
+    db = connections[router.db_for_write(LinkedIdentity)]
+    meta = LinkedIdentity._meta
+    names = ("user", "key", "scheme", "provider", "linked_at")
+    fields = [f for f in meta.concrete_fields if f.name in names]
+    columns = ", ".join(db.ops.quote_name(f.column or f.name) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    ignore = OnConflict.IGNORE
+    # Names from the model's _meta, never input.
+    sql = (
+        f"{db.ops.insert_statement(on_conflict=ignore)} {db.ops.quote_name(meta.db_table)} "
+        f"({columns}) VALUES ({marks}) "
+        f"{db.ops.on_conflict_suffix_sql(fields, ignore, None, None)}"
+    )
+    values = [f.get_db_prep_save(f.pre_save(made, add=True), db) for f in fields]
+    with db.cursor() as cursor:
+        cursor.execute(sql, values)
+        # Linked now: the page needs no question whether another account holds the person.
+        row.linked_now = cursor.rowcount == 1
 
 
 def linked_elsewhere(row: Identification) -> bool:
@@ -63,6 +83,8 @@ def linked_elsewhere(row: Identification) -> bool:
     that verifying them did not link ``row``'s account (``LINK_ON_VERIFY``)."""
     if not eid_settings.LINK_ON_VERIFY or row.status != Identification.Status.SUCCESS:
         return False
+    if row.linked_now:
+        return False  # this very finish linked it (no query)
     key = uid_key(row)
     if key is None:
         return False

@@ -353,7 +353,7 @@ def test_eid_reencrypt_drops_a_claim_the_account_already_holds_under_the_new_key
 # SELECT for other accounts, and the two RELEASEs (outside a caller's transaction: BEGIN ...
 # COMMIT around the UPDATE, a SAVEPOINT ... RELEASE around the INSERT and the SELECT).
 @pytest.mark.parametrize(
-    ("one_account", "queries"), [(False, 11), (True, 11 + 6)], ids=["off", "on"]
+    ("one_account", "queries"), [(False, 10), (True, 10 + 6)], ids=["off", "on"]
 )
 def test_what_the_claims_cost_in_queries(
     start: Callable[..., Started],

@@ -188,9 +188,9 @@ def test_without_rules_the_success_is_one_update(
     broker.will_return(started.request_id)
     # Session, user, the row, the UPDATE, the link's INSERT (LINK_ON_VERIFY) and the
     # session's UPDATE, each of these two in a savepoint pair here (inside the test's
-    # transaction; a request outside one runs them alone), and the page's question whether
-    # the person is linked to another account.
-    with django_assert_num_queries(11 + expected().extra_return_queries):
+    # transaction; a request outside one runs them alone). The INSERT linked the person:
+    # the page asks nothing more.
+    with django_assert_num_queries(10 + expected().extra_return_queries):
         assert alice_client.get(started.success_url()).status_code == 302
 
 
