@@ -150,14 +150,7 @@ def page(
     context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):
-            problems.append(f"console error: {message.text} ({message.location.get('url')})")
-
-    page.on("console", on_console)
+    problems = recorded_problems(page)
     try:
         yield page
     finally:
@@ -173,6 +166,19 @@ def page(
 def _request_threads() -> list[threading.Thread]:
     # The live server handles each connection in a thread named after its target.
     return [t for t in threading.enumerate() if t.name.endswith("(process_request_thread)")]
+
+
+def recorded_problems(page: Page) -> list[str]:
+    """The errors ``page`` will throw or log (a missing favicon aside), as they come."""
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):
+            problems.append(f"console error: {message.text} ({message.location.get('url')})")
+
+    page.on("console", on_console)
+    return problems
 
 
 def settle_live_server(timeout: float = 10.0) -> None:

@@ -35,12 +35,19 @@ from cryptography.hazmat.primitives import serialization
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 from pytest_django.live_server_helper import LiveServer
 
 from django_eid.models import Identification
 from django_eid.sandbox.persons import builtin_persons
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, VIEWPORT, settle_live_server
+from tests.browser.conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    TIMEOUT_MS,
+    VIEWPORT,
+    recorded_problems,
+    settle_live_server,
+)
 from tests.client.test_tls import Ca, make_ca
 from tests.interop.provider import CLIENT_SECRET, PASSWORD, USERNAME, Provider, client_id
 
@@ -177,14 +184,7 @@ def page(chromium: Browser, live_server: LiveServer, kari: Any) -> Iterator[Page
         [{"name": name, "value": client.cookies[name].value, "url": live_server.url}]
     )
     page = context.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):
-            problems.append(f"console error: {message.text} ({message.location.get('url')})")
-
-    page.on("console", on_console)
+    problems = recorded_problems(page)
     try:
         yield page
     finally:
