@@ -63,9 +63,10 @@ def _within_timeout(
     return bounded_call
 
 
-def token_cache_key(s: EidSettings) -> str:
-    """Where the access token of the client configured by ``s`` is cached."""
-    config = BrokerConfig.of(s)
+def token_cache_key(s: EidSettings, config: BrokerConfig | None = None) -> str:
+    """Where the access token of the client configured by ``s`` is cached (``config``: the
+    broker's configuration of ``s``, when the caller has it already)."""
+    config = config or BrokerConfig.of(s)
     return cache_key(
         config.auth_url,
         config.base_url,
@@ -91,11 +92,12 @@ class EidClient:
         self.transport = Transport(
             self.create_http_session(), timeout=s.TIMEOUT, max_bytes=s.MAX_RESPONSE_BYTES
         )
-        self.tokens = TokenStore(
-            s.TOKEN_CACHE, token_cache_key(s), self.fetch_token, wait=s.TIMEOUT
-        )
+        # Read once: the token's cache key and the API take the same configuration.
         self.config = BrokerConfig.of(s)
-        self.api = self.config.api(self._api, s, transport=self.transport)
+        self.tokens = TokenStore(
+            s.TOKEN_CACHE, token_cache_key(s, self.config), self.fetch_token, wait=s.TIMEOUT
+        )
+        self.api = self.config.api(self._api, s, transport=self.transport, config=self.config)
 
     def create_http_session(self) -> requests.Session:
         """The one ``requests.Session`` of this client; override to add proxies or adapters.

@@ -121,11 +121,16 @@ class BrokerApi(ABC):
     settles_without_return: ClassVar[bool] = True
 
     def __init__(
-        self, call: ApiCall, settings: EidSettings, *, transport: Transport | None = None
+        self,
+        call: ApiCall,
+        settings: EidSettings,
+        *,
+        transport: Transport | None = None,
+        config: BrokerConfig | None = None,
     ) -> None:
         self.call = call
         self.settings = settings
-        self.config = BrokerConfig.of(settings, api=type(self))
+        self.config = config or BrokerConfig.of(settings, api=type(self))
         self.base_url = self.config.base_url
         #: The client's transport, for an API whose calls carry no client-credentials token.
         self.transport = transport

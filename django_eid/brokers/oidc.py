@@ -44,7 +44,14 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, RSAKey
 
-from django_eid.brokers import ApiCall, BrokerApi, ReturnedIds, ReturnUrls, SessionRequest
+from django_eid.brokers import (
+    ApiCall,
+    BrokerApi,
+    BrokerConfig,
+    ReturnedIds,
+    ReturnUrls,
+    SessionRequest,
+)
 from django_eid.brokers.oidc_presets import PRESETS, Claims, Preset, Provider, preset
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.exceptions import (
@@ -147,9 +154,14 @@ class OidcApi(BrokerApi):
     settles_without_return: ClassVar[bool] = False
 
     def __init__(
-        self, call: ApiCall, settings: EidSettings, *, transport: Transport | None = None
+        self,
+        call: ApiCall,
+        settings: EidSettings,
+        *,
+        transport: Transport | None = None,
+        config: BrokerConfig | None = None,
     ) -> None:
-        super().__init__(call, settings, transport=transport)
+        super().__init__(call, settings, transport=transport, config=config)
         self.preset: Preset = preset(settings.OIDC_PRESET)
         self.issuer: str = settings.OIDC_ISSUER
 

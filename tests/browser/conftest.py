@@ -9,6 +9,7 @@ is missing (and fails them in CI).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -57,8 +58,8 @@ VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
 PASSWORD = "browser-test-pw-1"
 
 
-@pytest.fixture(scope="package")
-def _allow_orm_beside_playwright() -> Iterator[None]:
+@contextlib.contextmanager
+def orm_beside_playwright() -> Iterator[None]:
     """Playwright's sync API keeps an event loop running in this thread.
 
     Django then takes every ORM call of the test (creating users, flushing the
@@ -74,6 +75,12 @@ def _allow_orm_beside_playwright() -> Iterator[None]:
             del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="package")
+def _allow_orm_beside_playwright() -> Iterator[None]:
+    with orm_beside_playwright():
+        yield
 
 
 @pytest.fixture(scope="package")

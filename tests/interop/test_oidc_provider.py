@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from tests.browser.conftest import (
     CHROMIUM_ARGS,
     TIMEOUT_MS,
     VIEWPORT,
+    orm_beside_playwright,
     recorded_problems,
     settle_live_server,
 )
@@ -100,17 +100,8 @@ PRESETS = {
 # -- the provider and the browser ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def _allow_orm_beside_playwright() -> Iterator[None]:
-    """As in ``tests/browser``: the ORM calls of the test are sync calls, although
-    Playwright's event loop runs in this thread."""
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
+    with orm_beside_playwright():  # as in tests/browser
         yield
-    finally:
-        if previous is None:
-            del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture(scope="module")
