@@ -32,6 +32,7 @@ from importlib import resources
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -54,7 +55,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import __version__, crypto, flow, outcomes, state
+from django_eid import __version__, crypto, door, flow, outcomes, state
 from django_eid.brokers import ANY_PROVIDER_RE
 from django_eid.brokers.oidc_presets import LEVELS
 from django_eid.conf import eid_settings
@@ -66,7 +67,7 @@ from django_eid.views import login_not_required, same_origin_referrer
 logger = logging.getLogger("django_eid")
 
 #: The fields ``api-start`` takes.
-START_FIELDS: Final = ("provider", "display", "next")
+START_FIELDS: Final = ("provider", "display", "next", "purpose")
 #: The longest provider name (what the row stores; the HTML start form's ``max_length``).
 PROVIDER_MAX_LENGTH: Final = max_length("identity_provider") or 0
 
@@ -98,9 +99,12 @@ class Problem(Exception):
         message: str | None = None,
         errors: Sequence[FieldError] = (),
         headers: Mapping[str, str] | None = None,
+        credentials_refused: bool = False,
     ) -> None:
         super().__init__(outcome.code)
         self.outcome = outcome
+        #: Credentials were sent and refused (a bad token): never a visitor at the door.
+        self.credentials_refused = credentials_refused
         self.message = message
         self.errors = list(errors)
         self.headers = dict(headers or {})
@@ -184,6 +188,24 @@ def identification_json(row: Identification) -> dict[str, Any]:
     return data
 
 
+def door_json(request: HttpRequest, row: Identification) -> dict[str, Any]:
+    """An identification at the door that came back to this browser: logs it in (or signs
+    up, ``SIGNUP = "auto"``) and says who is logged in now (``user``, else ``null``) and what
+    happened (``door``: ``logged_in``, ``signed_up``, ``signup_form``, ``no_account``)."""
+    try:
+        arrival = door.arrive(request, row)
+    except flow.Refused as refused:
+        raise Problem.refused(refused) from None
+    data = identification_json(row)
+    data["purpose"] = row.purpose
+    data["door"] = arrival.arrived.value if arrival is not None else None
+    user = arrival.user if arrival is not None else None
+    data["user"] = (
+        {"id": str(user.pk), "username": user.get_username()} if user is not None else None
+    )
+    return data
+
+
 def link_json(link: LinkedIdentity) -> dict[str, Any]:
     """One of the user's eID links (never its ``key``: it names the person)."""
     return {
@@ -208,6 +230,8 @@ class Caller:
 
     user: Any
     via_session: bool
+    #: A visitor at the door (not logged in): the ``401`` to answer anything else with.
+    refusal: Problem | None = None
 
 
 class _CsrfCheck(CsrfViewMiddleware):
@@ -258,6 +282,25 @@ def authenticate(request: HttpRequest, *, unsafe: bool) -> Caller:
     return _authenticate_with_rest_framework(request, paths)
 
 
+def visitor(request: HttpRequest, *, refusal: Problem) -> Caller:
+    """A visitor who is not logged in, at the door: their browser's session is all there is
+    (the return must reach it); else ``refusal`` (``401``). The handler checks CSRF
+    (:func:`require_csrf`) once it knows the call is one at the door."""
+    if not hasattr(request, "session"):
+        raise refusal
+    return Caller(AnonymousUser(), via_session=True, refusal=refusal)
+
+
+def require_csrf(request: HttpRequest) -> None:
+    """Refuse (``403 csrf_failed``) a visitor's unsafe call at the door without Django's
+    CSRF token: another site could otherwise start a login in the visitor's browser, or
+    log it in as somebody else (login CSRF)."""
+    reason = _csrf_refusal(request)
+    if reason is not None:
+        logger.warning("Refused a django-eid API call: CSRF check failed (%s).", reason)
+        raise Problem(outcomes.CSRF_FAILED)
+
+
 def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ...]) -> Caller:
     """Authenticate with REST framework's classes (their own CSRF rules included)."""
     from rest_framework import exceptions
@@ -278,8 +321,10 @@ def _authenticate_with_rest_framework(request: HttpRequest, paths: tuple[str, ..
         # SessionAuthentication's CSRF check.
         logger.warning("Refused a django-eid API call: %s", err.detail)
         raise Problem(outcomes.CSRF_FAILED) from err
-    except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed) as err:
+    except exceptions.NotAuthenticated as err:
         raise Problem(outcomes.LOGIN_REQUIRED, headers=headers) from err
+    except exceptions.AuthenticationFailed as err:
+        raise Problem(outcomes.LOGIN_REQUIRED, headers=headers, credentials_refused=True) from err
     except (exceptions.ParseError, exceptions.UnsupportedMediaType) as err:
         raise Problem(outcomes.INVALID_BODY) from err
     except exceptions.APIException as err:  # a class's own refusal (throttling ...)
@@ -310,6 +355,9 @@ class ApiView(View):
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
     #: Whether the endpoint answers without a logged-in user.
     public: ClassVar[bool] = False
+    #: Whether a visitor who is not logged in may call it, at the door (log in, sign up):
+    #: as a browser of the site's session, CSRF checked.
+    door: ClassVar[bool] = False
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         method = (request.method or "").lower()
@@ -325,7 +373,14 @@ class ApiView(View):
                 _body(request)
             caller = None
             if not self.public:
-                caller = authenticate(request, unsafe=unsafe)
+                try:
+                    caller = authenticate(request, unsafe=unsafe)
+                except Problem as problem:
+                    if not self.door or problem.credentials_refused:
+                        raise
+                    if problem.outcome is not outcomes.LOGIN_REQUIRED:
+                        raise
+                    caller = visitor(request, refusal=problem)
             return handler(request, caller, *args, **kwargs)
         except Problem as problem:
             return problem.response()
@@ -446,9 +501,17 @@ class StartView(ApiView):
     """
 
     http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+    door: ClassVar[bool] = True
 
     def post(self, request: HttpRequest, caller: Caller) -> HttpResponse:
         values, errors = _strings(read_object(request), START_FIELDS)
+        purpose = values.get("purpose") or Identification.Purpose.VERIFY
+        if purpose not in Identification.Purpose.values:
+            errors.append(FieldError("purpose", outcomes.PURPOSE_INVALID))
+        elif caller.refusal is not None:
+            if purpose == Identification.Purpose.VERIFY:
+                raise caller.refusal
+            require_csrf(request)
         display = values.get("display", Identification.Display.REDIRECT)
         if display not in Identification.Display.values:
             errors.append(FieldError("display", outcomes.DISPLAY_INVALID))
@@ -460,6 +523,9 @@ class StartView(ApiView):
         ):
             errors.append(FieldError("next", outcomes.NEXT_NOT_ALLOWED))
         demand = state.demand(request, next_url) if caller.via_session else Demand()
+        at_the_door = not caller.user.is_authenticated
+        if at_the_door:
+            demand = Demand(providers=eid_settings.LOGIN_PROVIDERS)
         if "provider" not in {error.field for error in errors}:
             # Judged beside the other fields, so that every field at fault is named.
             error = _provider_error(values.get("provider"), demand)
@@ -470,6 +536,8 @@ class StartView(ApiView):
         # The front end keeps it (as the browser keeps its session): a return that reaches
         # the front end with it is one the front end that started received (api-return).
         secret = secrets.token_urlsafe(32)
+        if at_the_door and request.session.session_key is None:
+            request.session.save()  # the anonymous caps count by the session's key
         try:
             started = flow.start(
                 caller.user,
@@ -490,6 +558,8 @@ class StartView(ApiView):
                 parent_host=_parent_host(request),
                 return_key=crypto.secret_hash(secret),
                 request=request,
+                purpose=purpose,
+                session_key=request.session.session_key if at_the_door else None,
             )
         except flow.Refused as refused:
             raise Problem.refused(refused) from None
@@ -555,8 +625,14 @@ class ReturnView(ApiView):
     """
 
     http_method_names: ClassVar[list[str]] = ["post"]  # type: ignore[misc]
+    door: ClassVar[bool] = True
 
     def post(self, request: HttpRequest, caller: Caller, reference: str) -> HttpResponse:
+        if caller.refusal is not None:
+            # A visitor: only a return of an identification at the door is theirs to send.
+            if not flow.REFERENCE_RE.match(reference) or flow.find(caller.user, reference) is None:
+                raise caller.refusal
+            require_csrf(request)
         values, errors = _strings(read_object(request), ("query", "secret"))
         if errors:
             raise Problem.invalid(errors)
@@ -588,7 +664,11 @@ class ReturnView(ApiView):
             raise Problem.refused(refused) from None
         if caller.via_session:
             state.consume(request, reference)
-        return answer(identification_json(returned.identification))
+        row = returned.identification
+        if not caller.user.is_authenticated:
+            # At the door: this browser logs in (its session), or signs up.
+            return answer(door_json(request, row))
+        return answer(identification_json(row))
 
 
 class MeView(ApiView):

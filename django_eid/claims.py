@@ -89,11 +89,11 @@ def _verified_elsewhere(row: Identification) -> bool:
         match |= Q(social_security_number_hash__in=crypto.lookup_hashes(number))
     if not match:
         return False
-    return (
-        Identification.objects.filter(match, status=Status.SUCCESS)
-        .exclude(user_id=row.user_id)
-        .exists()
-    )
+    # A row without an account (verified at the door, not bound yet) holds no account.
+    others = Identification.objects.filter(match, status=Status.SUCCESS, user__isnull=False)
+    if row.user_id is not None:
+        others = others.exclude(user_id=row.user_id)
+    return others.exists()
 
 
 def release(identifications: QuerySet[Identification] | Identification) -> int:

@@ -66,6 +66,22 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     # A verified identification links its account to the person (LinkedIdentity).
     "LINK_ON_VERIFY": True,
     "COMPLETE_WITHOUT_CALLBACK": "same_device",
+    # Identity at the door: logging in and signing up with an eID (django_eid.flows.login).
+    # The providers the login page offers; None: those ALLOWED_PROVIDERS allows.
+    "LOGIN_PROVIDERS": None,
+    # The lowest level of assurance that logs in or signs up: "low", "substantial", "high".
+    "LOGIN_MIN_LOA": "substantial",
+    # Anonymous starts cost money at the broker: at most this many per browser session in
+    # SESSION_MAX_AGE, and LOGIN_RATE ("starts/period") per client address (None: no cap).
+    "LOGIN_MAX_PENDING_PER_SESSION": 5,
+    "LOGIN_RATE": "60/h",
+    # A person without an account: "closed" (a page saying so), "form" or "auto" sign-up.
+    "SIGNUP": "closed",
+    "SIGNUP_FORM": "django_eid.forms.SignupForm",
+    # The site's own sign-up page, linked from the "no account" page ("closed").
+    "SIGNUP_URL": None,
+    # The site's hooks into logging in and signing up (django_eid.adapter.DefaultAdapter).
+    "ADAPTER": "django_eid.adapter.DefaultAdapter",
     # The JSON API (django_eid.api).
     "FRONTEND_URLS": None,
     "FRONTEND_ALLOWED_HOSTS": (),
@@ -279,6 +295,44 @@ class EidSettings:
     def LINK_ON_VERIFY(self) -> bool:
         return bool(self.raw("LINK_ON_VERIFY"))
 
+    # -- identity at the door ---------------------------------------------
+    @property
+    def LOGIN_PROVIDERS(self) -> tuple[str, ...] | None:
+        value = self.raw("LOGIN_PROVIDERS")
+        return None if value is None else tuple(value)
+
+    @property
+    def LOGIN_MIN_LOA(self) -> str | None:
+        value = self.raw("LOGIN_MIN_LOA")
+        return str(value) if value else None
+
+    @property
+    def LOGIN_MAX_PENDING_PER_SESSION(self) -> int | None:
+        value = self.raw("LOGIN_MAX_PENDING_PER_SESSION")
+        return None if value is None else int(value)
+
+    @property
+    def LOGIN_RATE(self) -> tuple[int, int] | None:
+        """``LOGIN_RATE`` as ``(starts, seconds)``; ``None`` without a cap (or a malformed
+        value, which check ``E040`` reports: then no cap rather than a 500 on every start)."""
+        return parse_rate(self.raw("LOGIN_RATE"))
+
+    @property
+    def SIGNUP(self) -> str:
+        return str(self.raw("SIGNUP"))
+
+    @property
+    def SIGNUP_FORM(self) -> str:
+        return str(self.raw("SIGNUP_FORM"))
+
+    @property
+    def SIGNUP_URL(self) -> str | None:
+        return str(self.raw("SIGNUP_URL")) if self.raw("SIGNUP_URL") else None
+
+    @property
+    def ADAPTER(self) -> str:
+        return str(self.raw("ADAPTER"))
+
     @property
     def FRONTEND_URLS(self) -> dict[str, str] | None:
         value = self.raw("FRONTEND_URLS")
@@ -343,6 +397,25 @@ class EidSettings:
         if self.LANGUAGE:
             return self.LANGUAGE
         return vocabulary.broker_language(translation.get_language())
+
+
+#: ``LOGIN_RATE``'s periods: ``"60/h"``, ``"10/5m"``, ``"1000/d"``.
+_PERIODS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate(value: object) -> tuple[int, int] | None:
+    """``"starts/period"`` (``"60/h"``, ``"10/15m"``) as ``(starts, seconds)``; ``None``
+    for ``None`` and for anything malformed."""
+    if not isinstance(value, str) or value.count("/") != 1:
+        return None
+    starts, period = value.split("/")
+    unit = period[-1:]
+    multiple = period[:-1] or "1"
+    if not (starts.isascii() and starts.isdigit() and multiple.isascii() and multiple.isdigit()):
+        return None
+    if unit not in _PERIODS or int(starts) < 1 or int(multiple) < 1:
+        return None
+    return int(starts), int(multiple) * _PERIODS[unit]
 
 
 eid_settings = EidSettings()

@@ -52,12 +52,16 @@ def gate(
     *,
     login_url: str | None = None,
     keep_form: bool = True,
+    login: bool = False,
 ) -> HttpResponseBase | None:
     """``None`` when ``request.user`` meets ``requirements`` (the verified identification is
     then ``request.eid_identification``); else the answer that turns them away (to the login
     page, or to verify their identity). ``keep_form``: keep a POSTed form over the
-    verification."""
+    verification. ``login``: a visitor who is not logged in logs in with their eID
+    (``django_eid:login``) rather than at ``login_url``."""
     if not request.user.is_authenticated:
+        if login and login_url is None:
+            login_url = reverse("django_eid:login")
         if wants_json(request):
             body = {
                 "code": "login_required",
@@ -136,6 +140,7 @@ def eid_required(
     message: str | Promise | None = None,
     login_url: str | None = None,
     keep_form: bool = True,
+    login: bool = False,
 ) -> Callable[[_View], _View]: ...
 
 
@@ -151,6 +156,7 @@ def eid_required(
     message: str | Promise | None = None,
     login_url: str | None = None,
     keep_form: bool = True,
+    login: bool = False,
 ) -> _View | Callable[[_View], _View]:
     """Let the view run only for users whose verified identity meets the conditions.
 
@@ -161,7 +167,9 @@ def eid_required(
     did not state does not pass), ``providers`` (verified with one of these),
     ``same_person`` (the person already verified on the account), ``message`` (what the
     start page says instead of the defaults), ``login_url``, ``keep_form`` (``False``: a
-    form posted before verifying is not kept, e.g. one with a password).
+    form posted before verifying is not kept, e.g. one with a password), ``login``
+    (``True``: a visitor who is not logged in logs in with their eID at ``django_eid:login``,
+    and passes with that same identification when it meets the conditions).
     Only the user's latest verification is judged. A user who passes finds it on
     ``request.eid_identification``.
     """
@@ -177,7 +185,9 @@ def eid_required(
     def decorator(view_func: _View) -> _View:
         @wraps(view_func)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            refusal = gate(request, requirements, login_url=login_url, keep_form=keep_form)
+            refusal = gate(
+                request, requirements, login_url=login_url, keep_form=keep_form, login=login
+            )
             if refusal is not None:
                 return refusal
             return view_func(request, *args, **kwargs)

@@ -92,6 +92,16 @@ class IdTokenInvalid(EidProtocolError):
     signature, algorithm, issuer, audience, lifetime, nonce or required claims."""
 
 
+class BindRefused(EidError):
+    """:func:`django_eid.bind_pending_identification` did not bind: ``code`` says why
+    (``nothing_to_bind``: none verified in this browser, bound already or too old;
+    ``person_has_account``: the person's eID is linked to another account)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class IdentificationRejected(Exception):
     """Raise from an ``identification_verifying`` receiver to refuse the identity.
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
@@ -87,3 +89,57 @@ class StartForm(forms.Form):
     def clean_next(self) -> str:
         # An unsafe next is dropped silently, as Django's own login view does.
         return safe_next(self.request, self.cleaned_data.get("next"))
+
+
+class SignupForm(forms.Form):
+    """What a person verified at the door chooses for their new account (``SIGNUP = "form"``).
+
+    The user model's ``USERNAME_FIELD``, ``EMAIL_FIELD`` and ``REQUIRED_FIELDS``, each as the
+    model's own form field (its validators and length), unique ones checked against the
+    existing accounts (case aside); ``first_name`` and ``last_name`` where the model has
+    them, pre-filled with the verified name. Replace it with ``SIGNUP_FORM``: a form taking
+    ``identification`` as a keyword argument; its ``cleaned_data`` go to the adapter's
+    ``populate_user``.
+    """
+
+    def __init__(self, *args: Any, identification: Identification, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.identification = identification
+        model = get_user_model()
+        self.user_model = model
+        meta = model._meta
+        wanted = [
+            "first_name",
+            "last_name",
+            model.USERNAME_FIELD,
+            model.get_email_field_name(),
+            *getattr(model, "REQUIRED_FIELDS", ()),
+        ]
+        initial = {"first_name": identification.first_name, "last_name": identification.last_name}
+        for name in dict.fromkeys(wanted):
+            try:
+                field = meta.get_field(name)
+            except FieldDoesNotExist:
+                continue
+            if not getattr(field, "concrete", False) or getattr(field, "primary_key", False):
+                continue
+            form_field = field.formfield()  # type: ignore[union-attr]
+            if form_field is None:
+                continue
+            if name == model.USERNAME_FIELD or name == model.get_email_field_name():
+                form_field.required = True
+            self.fields[name] = form_field
+            if initial.get(name):
+                self.initial.setdefault(name, initial[name])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        meta = self.user_model._meta
+        for name, value in list(cleaned.items()):
+            field = meta.get_field(name)
+            if not (getattr(field, "unique", False) and value):
+                continue
+            lookup = f"{name}__iexact" if isinstance(value, str) else name
+            if self.user_model._default_manager.filter(**{lookup: value}).exists():
+                self.add_error(name, _("An account with this value exists already."))
+        return cleaned

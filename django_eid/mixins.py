@@ -38,6 +38,9 @@ class EidRequiredMixin:
     eid_login_url: str | None = None
     #: Keep a form posted before verifying, and send it again afterwards.
     eid_keep_form: bool = True
+    #: A visitor who is not logged in logs in with their eID (``django_eid:login``), and
+    #: passes with that same identification when it meets the conditions.
+    eid_login: bool = False
     #: The class attributes' requirements, checked when the class is defined.
     _eid_requirements: ClassVar[Requirements | None] = None
 
@@ -70,6 +73,7 @@ class EidRequiredMixin:
             self.get_eid_requirements(),
             login_url=self.eid_login_url,
             keep_form=self.eid_keep_form,
+            login=self.eid_login,
         )
         if refusal is not None:
             return refusal

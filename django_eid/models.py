@@ -195,13 +195,27 @@ class Identification(models.Model):
         HTML = "html", _("HTML pages")
         API = "api", _("JSON API")
 
+    class Purpose(models.TextChoices):
+        """What the identification is for: the account's verification, or the door."""
+
+        VERIFY = "verify", _("Verification")
+        LOGIN = "login", _("Log in")
+        SIGNUP = "signup", _("Sign up")
+
+    #: ``None`` for an identification at the door (log in, sign up) until it finishes: the
+    #: account linked to the person it verified, or the one created or bound for them.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
         related_name="eid_identifications",
         verbose_name=_("user"),
+        null=True,
+        blank=True,
         # The (user, status) index serves every lookup by user: a second one would not.
         db_index=False,
+    )
+    purpose = models.CharField(
+        _("purpose"), max_length=8, choices=Purpose.choices, default=Purpose.VERIFY
     )
     # Uniqueness as Meta constraints, not unique=True: on PostgreSQL the field option adds a
     # second, varchar_pattern_ops index for LIKE queries, which nothing here runs.
@@ -369,6 +383,11 @@ class Identification(models.Model):
         return self.status != self.Status.PENDING
 
     @property
+    def at_the_door(self) -> bool:
+        """Started by a visitor who was not logged in: to log in or to sign up."""
+        return self.purpose != self.Purpose.VERIFY
+
+    @property
     def age(self) -> int | None:
         """Age in whole years today, or ``None`` without a date of birth."""
         born = self.date_of_birth
@@ -514,3 +533,26 @@ class LinkedIdentity(models.Model):
 
     def __repr__(self) -> str:
         return f"<LinkedIdentity pk={self.pk} user_id={self.user_id} scheme={self.scheme!r}>"
+
+
+class StartCounter(models.Model):
+    """How many identifications were started at the door in one window, per browser session
+    or per client address: the anonymous caps (``LOGIN_MAX_PENDING_PER_SESSION``,
+    ``LOGIN_RATE``; :mod:`django_eid.flows.caps`).
+
+    ``key`` is a keyed hash (``SECRET_KEY``) of the session key or of the address (its /64
+    for IPv6), never the value. A row is counted up by one statement per start, which on
+    PostgreSQL holds the row's lock until it commits, so parallel starts count one after
+    the other. ``eid_purge`` removes the rows whose window is over.
+    """
+
+    key = models.CharField(_("counter key"), max_length=68, primary_key=True, editable=False)
+    window_start = models.DateTimeField(_("window start"), editable=False)
+    count = models.PositiveIntegerField(_("starts"), default=0, editable=False)
+
+    class Meta:
+        verbose_name = _("start counter")
+        verbose_name_plural = _("start counters")
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}…: {self.count} since {self.window_start:%Y-%m-%d %H:%M}"

@@ -258,6 +258,8 @@ MIN_AGE = "MIN_AGE"
 AGE_UNKNOWN = "AGE_UNKNOWN"
 #: The identification's level of assurance is below ``MIN_LOA`` (or not stated).
 LOA_TOO_LOW = "LOA_TOO_LOW"
+#: The account linked to the person may not log in (inactive: ``user_can_authenticate``).
+ACCOUNT_INACTIVE = "ACCOUNT_INACTIVE"
 #: A receiver of ``identification_verifying`` or ``identification_succeeded`` said no.
 RECEIVER_REJECTED = "REJECTED"
 #: A receiver of ``identification_verifying`` crashed: the rules could not be applied.
@@ -281,6 +283,7 @@ _REJECTIONS: dict[str, Promise] = {
         "Your eID does not give the level of assurance this service needs. Please identify "
         "with another eID."
     ),
+    ACCOUNT_INACTIVE: _("The account linked to your eID cannot log in."),
     SCOPE_NOT_GRANTED: _(
         "Your identification did not share everything this service asked for. Please try "
         "again and allow it."
@@ -365,6 +368,71 @@ LAST_LOGIN_METHOD = Outcome(
 LINKED_ELSEWHERE: Final = _(
     "Your identity is verified, but it was not linked to this account for logging in: this "
     "person's eID is already linked to another account."
+)
+
+
+# -- identity at the door: logging in and signing up (django_eid.flows.login, .signup) ----------
+#: A start's ``purpose`` other than ``verify``, ``login`` and ``signup`` (the JSON API).
+PURPOSE_INVALID = Outcome(
+    "purpose_invalid",
+    400,
+    _("Request refused"),
+    _("The purpose must be “verify”, “login” or “signup”."),
+)
+#: ``LOGIN_MAX_PENDING_PER_SESSION`` or ``LOGIN_RATE`` reached by starts at the door.
+TOO_MANY_STARTS = Outcome(
+    "too_many_starts",
+    429,
+    _("Too many identifications started"),
+    _("Too many identifications were started from here. Please wait a while and try again."),
+)
+#: A verified person without an account, where sign-up is closed (``SIGNUP = "closed"``).
+NO_ACCOUNT = Outcome(
+    "no_account",
+    200,
+    _("No account for this eID"),
+    _("Your identity is verified, but no account here is linked to it."),
+)
+#: A sign-up, or a bind, of a person whose eID is linked to an account already.
+PERSON_HAS_ACCOUNT = Outcome(
+    "person_has_account",
+    409,
+    _("You already have an account"),
+    _("An account is already linked to this eID. Log in with it instead."),
+)
+#: Nothing to sign up or bind: no identification verified in this browser without an
+#: account, or it was used (bound, signed up) already, or it is too old.
+NOTHING_TO_BIND = Outcome(
+    "nothing_to_bind",
+    403,
+    _("Identify first"),
+    _("Please identify with your eID first: no verified identity is waiting here."),
+)
+#: A sign-up whose username or e-mail address another account took meanwhile.
+SIGNUP_TAKEN = Outcome(
+    "signup_taken",
+    409,
+    _("Please choose again"),
+    _("Another account took this name or address a moment ago. Please choose another."),
+)
+#: A sign-up by an eID that names no person to link (no unique id at the provider): the
+#: account could never log in.
+CANNOT_LINK = Outcome(
+    "cannot_link",
+    409,
+    _("Cannot sign up with this eID"),
+    _("This eID cannot be used to log in here. Please sign up with another eID."),
+)
+#: Signing up is closed, or the adapter refused this person's sign-up.
+SIGNUP_CLOSED = Outcome(
+    "signup_closed", 403, _("Sign-up closed"), _("New accounts cannot be created here.")
+)
+#: The login could not be completed: django-eid's backend is not installed, or refused it.
+LOGIN_FAILED = Outcome(
+    "login_failed",
+    403,
+    _("Login failed"),
+    _("You could not be logged in with this identification. Please try again."),
 )
 
 
@@ -488,7 +556,8 @@ def destination(identification: Identification) -> tuple[str, bool]:
     if status == Status.ABORTED:
         if eid_settings.ABORT_URL:
             return configured_url("ABORT_URL"), False
-        start = reverse("django_eid:start")
+        door = identification.purpose != Identification.Purpose.VERIFY
+        start = reverse("django_eid:login" if door else "django_eid:start")
         if identification.next_url:
             return f"{start}?{urlencode({'next': identification.next_url})}", False
         return start, False

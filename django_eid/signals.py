@@ -7,7 +7,16 @@ these keyword arguments:
   committed to the database (``identification_verifying``: about to be);
 - ``user``: the user it belongs to (``identification.user``);
 - ``request``: the ``HttpRequest`` being answered, or ``None`` when the identification is
-  finished outside a request (a management command, a task); receivers must cope with both.
+  finished outside a request (a management command, a task); receivers must cope with both;
+- ``purpose``: what the identification is for: ``"verify"`` (a logged-in user's identity),
+  ``"login"`` (a visitor logging in), ``"signup"`` (a visitor signing up, or an account
+  created or bound for the person: :func:`django_eid.bind_pending_identification`).
+
+At the door (``purpose`` ``"login"`` or ``"signup"``) ``user`` is ``None`` until the person's
+account is known: ``identification_verifying`` may see ``None`` (a person without an
+account, about to sign up), and ``identification_succeeded`` is sent when the account is
+known: when it finishes for a linked person, else when it is bound to the account created
+for them (``purpose="signup"``).
 
 Site rules belong in ``identification_verifying``: a receiver raising
 :class:`~django_eid.exceptions.IdentificationRejected` there refuses the identity before
@@ -69,6 +78,25 @@ identification_aborted = Signal()
 #   user: identification.user
 #   request: the HttpRequest of the callback, or None outside a request
 identification_failed = Signal()
+
+
+# Sent after a visitor was logged in by their eID (Django's login(), which sent
+# user_logged_in before), with the identification that proved who they are.
+#   sender: the Identification class
+#   identification: the Identification row (status SUCCESS, purpose "login" or "signup")
+#   user: the user now logged in
+#   request: the HttpRequest of the login, or None
+#   purpose: identification.purpose
+eid_login = Signal()
+
+# Sent after a verified identification without an account was bound to one (sign-up, or
+# django_eid.bind_pending_identification), after identification_succeeded.
+#   sender: the Identification class
+#   identification: the Identification row (status SUCCESS), its user now set
+#   user: that user
+#   request: the HttpRequest of the sign-up, or None
+#   purpose: "signup"
+identification_bound = Signal()
 
 
 class HideRejections(logging.Filter):

@@ -101,6 +101,32 @@ def consume(request: HttpRequest, reference: str) -> None:
         request.session[FRAMES_KEY] = frames
 
 
+# -- a person verified at the door without an account (django_eid.flows.signup) ----------
+#: The reference of the identification this browser verified at the door without an
+#: account, and when: what a sign-up binds (``pending_identification``).
+DOOR_KEY: Final = "django_eid_door"
+
+
+def keep_verified(request: HttpRequest, reference: str) -> None:
+    """Remember that this browser verified ``reference`` at the door, without an account."""
+    request.session[DOOR_KEY] = {"reference": reference, "at": time.time()}
+
+
+def verified(request: HttpRequest) -> str | None:
+    """The reference :func:`keep_verified` kept, if younger than ``SESSION_MAX_AGE``."""
+    if not hasattr(request, "session"):
+        return None
+    value = _fresh({"door": request.session.get(DOOR_KEY)}).get("door")
+    reference = value.get("reference") if value else None
+    return reference if isinstance(reference, str) else None
+
+
+def forget_verified(request: HttpRequest) -> None:
+    """Forget the kept reference: it was bound (or the visitor logged in otherwise)."""
+    if hasattr(request, "session") and DOOR_KEY in request.session:
+        del request.session[DOOR_KEY]
+
+
 # -- what a gate asked for (``django_eid.decorators``) -------------------------------------
 #: Per destination (the start's ``next``): why a gate sent the user, and what it requires of
 #: the identification they are about to start (the same person, the providers).

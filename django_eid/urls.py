@@ -11,6 +11,8 @@ app_name = "django_eid"
 
 urlpatterns = [
     path("start/", views.StartView.as_view(), name="start"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("signup/", views.SignupView.as_view(), name="signup"),
     path("frame/<str:reference>/", views.FrameView.as_view(), name="frame"),
     path("status/<str:reference>/", views.StatusView.as_view(), name="status"),
     path("return/<str:reference>/success/", views.SuccessView.as_view(), name="success"),

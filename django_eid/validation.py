@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
 from django_eid.brokers import API_NAMES, BrokerConfig, api_class, broker_api
-from django_eid.conf import DEFAULTS, EidSettings, eid_settings
+from django_eid.conf import DEFAULTS, EidSettings, eid_settings, parse_rate
 from django_eid.crypto import invalid_keys
 from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
 from django_eid.records import is_http_url
@@ -67,6 +67,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_site_rules(s),
         *_completion_and_frames(s),
         *_json_api(s),
+        *_door(s),
     ]
 
 
@@ -636,3 +637,103 @@ def _is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+#: ``SIGNUP``: what a person who identified at the door without an account meets.
+SIGNUP_MODES: Final = ("closed", "form", "auto")
+#: The adapter django-eid uses unless ``ADAPTER`` names another.
+DEFAULT_ADAPTER: Final = "django_eid.adapter.DefaultAdapter"
+#: The backend that logs a person in by their eID.
+EID_BACKEND: Final = "django_eid.backends.EidBackend"
+
+
+def _door(s: EidSettings) -> Iterator[Problem]:
+    """Logging in and signing up with an eID."""
+    from django_eid.brokers.oidc_presets import LEVELS
+
+    login_loa = s.raw("LOGIN_MIN_LOA")
+    if login_loa is not None and login_loa not in LEVELS:
+        yield Problem(
+            "django_eid.E038",
+            "error",
+            f"DJANGO_EID['LOGIN_MIN_LOA'] must be one of {', '.join(map(repr, LEVELS))} or None.",
+            "A level no broker gives would keep every login out; None lets any level in.",
+        )
+    providers = s.raw("LOGIN_PROVIDERS")
+    allowed = s.raw("ALLOWED_PROVIDERS")
+    api = broker_api(s)
+    if providers is not None and (
+        isinstance(providers, str)
+        or not isinstance(providers, Sequence | set | frozenset)
+        or not all(isinstance(p, str) and api.provider_re.match(p) for p in providers)
+        or (isinstance(allowed, Sequence) and not set(providers) <= set(allowed))
+    ):
+        yield Problem(
+            "django_eid.E039",
+            "error",
+            "DJANGO_EID['LOGIN_PROVIDERS'] must be None or a list of provider names, each "
+            "also in ALLOWED_PROVIDERS when that is set.",
+            f"Providers of BROKER_API {api.name!r} are named like {api.provider_example}.",
+        )
+    rate = s.raw("LOGIN_RATE")
+    if rate is not None and parse_rate(rate) is None:
+        yield Problem(
+            "django_eid.E040",
+            "error",
+            "DJANGO_EID['LOGIN_RATE'] must be None or 'starts/period', such as '60/h' or "
+            "'10/15m' (periods: s, m, h, d).",
+        )
+    per_session = s.raw("LOGIN_MAX_PENDING_PER_SESSION")
+    if per_session is not None and (
+        isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1
+    ):
+        yield Problem(
+            "django_eid.E041",
+            "error",
+            "DJANGO_EID['LOGIN_MAX_PENDING_PER_SESSION'] must be None or a positive integer.",
+        )
+    if s.raw("SIGNUP") not in SIGNUP_MODES:
+        yield Problem(
+            "django_eid.E042",
+            "error",
+            f"DJANGO_EID['SIGNUP'] must be one of {', '.join(map(repr, SIGNUP_MODES))}.",
+        )
+    for key in ("SIGNUP_FORM", "ADAPTER"):
+        try:
+            import_string(str(s.raw(key)))
+        except ImportError as err:
+            yield Problem(
+                "django_eid.E043",
+                "error",
+                f"DJANGO_EID['{key}'] cannot be imported: {err}.",
+                "A dotted path to a class, such as 'myapp.forms.SignupForm'.",
+            )
+    signup_url = s.raw("SIGNUP_URL")
+    if signup_url is not None and not isinstance(signup_url, str):
+        yield Problem(
+            "django_eid.E044",
+            "error",
+            "DJANGO_EID['SIGNUP_URL'] must be None, a URL or a URL name.",
+        )
+    if s.raw("SIGNUP") == "auto" and s.raw("ADAPTER") == DEFAULT_ADAPTER:
+        from django_eid.adapter import username_is_an_address
+
+        if username_is_an_address():
+            yield Problem(
+                "django_eid.W028",
+                "warning",
+                "DJANGO_EID['SIGNUP'] is 'auto', but the user model's USERNAME_FIELD is an "
+                "e-mail address, which the default adapter cannot make up: nobody signs up.",
+                "Use SIGNUP 'form' (it asks for the address), or an ADAPTER whose "
+                "populate_user() fills it.",
+            )
+    from django_eid.flows.login import door_open
+
+    if s.raw("SIGNUP") in ("form", "auto") and not door_open():
+        yield Problem(
+            "django_eid.W027",
+            "warning",
+            f"DJANGO_EID['SIGNUP'] opens sign-up, but {EID_BACKEND!r} is not in "
+            "AUTHENTICATION_BACKENDS: nobody can log in with an eID.",
+            "Add it next to the backends the site has.",
+        )

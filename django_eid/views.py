@@ -15,10 +15,12 @@ import logging
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
+from django.conf import settings
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.http import (
@@ -28,19 +30,23 @@ from django.http import (
     HttpResponseRedirect,
     JsonResponse,
 )
+from django.shortcuts import resolve_url
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.decorators import method_decorator
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_deny, xframe_options_sameorigin
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import flow, outcomes, state
+from django_eid import door, flow, outcomes, state
+from django_eid.adapter import get_adapter
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError
+from django_eid.flows import login, signup
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
@@ -87,8 +93,11 @@ def render_outcome(
     *,
     message: str | None = None,
     identification: Identification | None = None,
+    start_url: str | None = None,
 ) -> TemplateResponse:
-    """The page of ``outcome`` (its status, title and message), with a way to try again."""
+    """The page of ``outcome`` (its status, title and message), with a way to try again
+    (``start_url``; by default where ``identification`` was started, see
+    :func:`start_url_of`)."""
     return TemplateResponse(
         request,
         "django_eid/error.html",
@@ -97,10 +106,21 @@ def render_outcome(
             "message": message if message is not None else outcome.message,
             "code": outcome.code,
             "identification": identification,
-            "start_url": reverse("django_eid:start"),
+            "start_url": start_url or start_url_of(identification),
         },
         status=outcome.status,
     )
+
+
+def start_url_of(identification: Identification | None) -> str:
+    """Where "Try again" leads: the login page (for the same purpose) after an
+    identification at the door, else the start page."""
+    if identification is None or not identification.at_the_door:
+        return reverse("django_eid:start")
+    login_url = reverse("django_eid:login")
+    if identification.purpose == Identification.Purpose.SIGNUP:
+        return f"{login_url}?{urlencode({'purpose': identification.purpose})}"
+    return login_url
 
 
 def render_refusal(request: HttpRequest, refused: flow.Refused) -> TemplateResponse:
@@ -117,12 +137,62 @@ def leave(request: HttpRequest, row: Identification) -> HttpResponse:
     return HttpResponseRedirect(url)
 
 
+class Starting(View):
+    """What the start and login pages share: starting with a valid form."""
+
+    def start(
+        self,
+        request: HttpRequest,
+        form: StartForm,
+        *,
+        demand: Demand | None = None,
+        purpose: str = Identification.Purpose.VERIFY,
+    ) -> HttpResponse:
+        """Start with the valid ``form`` (and what a gate asked: ``demand``), then send the
+        browser to the broker, or to the page that frames it."""
+        demand = demand or Demand()
+        if purpose != Identification.Purpose.VERIFY and request.session.session_key is None:
+            request.session.save()  # the anonymous caps count by the session's key
+        try:
+            started = flow.start(
+                request.user,
+                return_urls=self.return_urls,
+                host=request.get_host(),
+                secure=request.is_secure(),
+                provider=form.cleaned_data["provider"],
+                display=form.cleaned_data["display"],
+                next_url=form.cleaned_data["next"],
+                user_agent=request.META.get("HTTP_USER_AGENT", ""),
+                client_ip=request.META.get("REMOTE_ADDR"),
+                same_person=demand.same_person,
+                providers=demand.providers,
+                request=request,
+                purpose=purpose,
+                session_key=request.session.session_key,
+            )
+        except flow.Refused as refused:
+            return render_refusal(request, refused)
+        reference = started.identification.reference
+        if started.identification.display == Identification.Display.IFRAME:
+            state.remember(request, reference, frame_url=started.url)
+            # Post/Redirect/Get: reloading the page that embeds the broker must show the
+            # same session, not POST again and start (and pay for) another one.
+            frame = reverse("django_eid:frame", args=[reference])
+            return HttpResponseRedirect(frame, status=303)
+        state.remember(request, reference)
+        return HttpResponseRedirect(started.url)
+
+    def return_urls(self, reference: str) -> ReturnUrls:
+        """The three return URLs for ``reference``; the broker fills the placeholders."""
+        return flow.return_urls(reference, self.request.build_absolute_uri)
+
+
 @method_decorator(never_cache, name="dispatch")
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
 @method_decorator(sensitive_variables(), name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
-class StartView(LoginRequiredMixin, View):
+class StartView(LoginRequiredMixin, Starting):
     """GET shows the form (and why a gate sent the user); POST starts (never GET: login-CSRF)."""
 
     http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
@@ -166,36 +236,164 @@ class StartView(LoginRequiredMixin, View):
         form = StartForm(request.POST, request=request, restrict=demand.providers)
         if not form.is_valid():
             return self.render_form(form, status=400, demand=demand)
-        try:
-            started = flow.start(
-                request.user,
-                return_urls=self.return_urls,
-                host=request.get_host(),
-                secure=request.is_secure(),
-                provider=form.cleaned_data["provider"],
-                display=form.cleaned_data["display"],
-                next_url=form.cleaned_data["next"],
-                user_agent=request.META.get("HTTP_USER_AGENT", ""),
-                client_ip=request.META.get("REMOTE_ADDR"),
-                same_person=demand.same_person,
-                providers=demand.providers,
-                request=request,
+        return self.start(request, form, demand=demand)
+
+
+@method_decorator(login_not_required, name="dispatch")
+@method_decorator(never_cache, name="dispatch")
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(sensitive_variables(), name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class LoginView(Starting):
+    """Log in (or sign up) with an eID: GET shows the form, POST starts at the door.
+
+    For a visitor who is not logged in; a logged-in user is sent to verify instead (the
+    flow makes their start a verification: no switching accounts through the back door).
+    POST only (login CSRF). ``purpose`` (``login``, ``signup``) is what the visitor came
+    for; either logs in a linked person and signs up one without an account, as ``SIGNUP``
+    allows.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+    template_name = "django_eid/login.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        next_url = safe_next(request, request.GET.get("next"))
+        if not login.door_open():
+            return render_outcome(request, outcomes.NOT_AVAILABLE)
+        if request.user.is_authenticated:
+            start = reverse("django_eid:start")
+            return HttpResponseRedirect(
+                f"{start}?{urlencode({'next': next_url})}" if next_url else start
             )
+        finished = flow.finished_elsewhere(request.user, state.held(request))
+        if finished is not None:
+            # Finished without this browser (the broker's app, the frame's status poll):
+            # this browser started it, so it is this browser that logs in, once.
+            state.consume(request, finished.reference)
+            return self.arrived(request, finished)
+        initial = {
+            "next": next_url,
+            "provider": fit("identity_provider", request.GET.get("provider") or ""),
+        }
+        form = StartForm(initial=initial, request=request, restrict=eid_settings.LOGIN_PROVIDERS)
+        return self.render_form(form, purpose=_purpose(request.GET.get("purpose")))
+
+    def arrived(self, request: HttpRequest, row: Identification) -> HttpResponse:
+        arrived = arrive(request, row)
+        if isinstance(arrived, str):
+            return HttpResponseRedirect(arrived)
+        return arrived if arrived is not None else leave(request, row)
+
+    def render_form(self, form: StartForm, status: int = 200, *, purpose: str) -> TemplateResponse:
+        context = {"form": form, "purpose": purpose}
+        return TemplateResponse(self.request, self.template_name, context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if not hasattr(request, "session"):
+            logger.error("django-eid needs SessionMiddleware (system check E019).")
+            return render_outcome(request, outcomes.NOT_AVAILABLE)
+        purpose = _purpose(request.POST.get("purpose"))
+        restrict = None if request.user.is_authenticated else eid_settings.LOGIN_PROVIDERS
+        form = StartForm(request.POST, request=request, restrict=restrict)
+        if not form.is_valid():
+            return self.render_form(form, status=400, purpose=purpose)
+        return self.start(request, form, purpose=purpose)
+
+
+def _purpose(value: str | None) -> str:
+    """The door's purpose a form names; a login unless it says sign-up."""
+    signup_ = Identification.Purpose.SIGNUP
+    return signup_ if value == signup_ else Identification.Purpose.LOGIN
+
+
+def arrive(request: HttpRequest, row: Identification) -> HttpResponse | str | None:
+    """A visitor's identification at the door finished, in the browser that started it
+    (its one-time state just used): where they go, as a URL or a page; ``None`` for an
+    identification that did not succeed (its outcome page, as any). See
+    :func:`django_eid.door.arrive`."""
+    try:
+        arrival = door.arrive(request, row)
+    except flow.Refused as refused:
+        return render_refusal(request, refused)
+    if arrival is None:
+        return None
+    if arrival.arrived is door.Arrived.SIGNUP_FORM:
+        return reverse("django_eid:signup")
+    if arrival.arrived is door.Arrived.NO_ACCOUNT:
+        signup_url = outcomes.configured_url("SIGNUP_URL") if eid_settings.SIGNUP_URL else None
+        if signup_url and row.purpose == Identification.Purpose.SIGNUP:
+            return signup_url  # the site's own sign-up, which binds the pending identification
+        context = {
+            "outcome": outcomes.NO_ACCOUNT,
+            "signup_url": signup_url,
+            "login_url": resolve_url(settings.LOGIN_URL),
+        }
+        return TemplateResponse(request, "django_eid/no_account.html", context)
+    return arrival.next_url
+
+
+@method_decorator(login_not_required, name="dispatch")
+@method_decorator(never_cache, name="dispatch")
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+@method_decorator(xframe_options_deny, name="dispatch")
+@method_decorator(sensitive_variables(), name="dispatch")
+@method_decorator(same_origin_referrer, name="dispatch")
+class SignupView(View):
+    """``SIGNUP = "form"``: the new account of the person this browser verified at the door.
+
+    GET shows ``SIGNUP_FORM``, pre-filled with the verified name; POST makes the account
+    (:func:`django_eid.flows.signup.sign_up`), logs it in and goes on.
+    """
+
+    http_method_names: ClassVar[list[str]] = ["get", "post"]  # type: ignore[misc]
+    template_name = "django_eid/signup.html"
+
+    row: Identification
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        row = signup.pending(state.verified(request))
+        if row is None:
+            # "Try again": signing up with an eID.
+            again = f"{reverse('django_eid:login')}?{urlencode({'purpose': 'signup'})}"
+            return render_outcome(request, outcomes.NOTHING_TO_BIND, start_url=again)
+        self.row = row
+        self.adapter = get_adapter()
+        if eid_settings.SIGNUP != "form" or not self.adapter.is_open_for_signup(request, self.row):
+            return render_outcome(request, outcomes.SIGNUP_CLOSED, identification=self.row)
+        return super().dispatch(request, *args, **kwargs)
+
+    def form(self, data: Any = None) -> Any:
+        return import_string(eid_settings.SIGNUP_FORM)(data, identification=self.row)
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return self.render(self.form())
+
+    def render(self, form: Any, status: int = 200, refused: Any = None) -> TemplateResponse:
+        context = {"form": form, "identification": self.row, "refused": refused}
+        return TemplateResponse(self.request, self.template_name, context, status=status)
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = self.form(request.POST)
+        if not form.is_valid():
+            return self.render(form, status=400)
+        try:
+            signup.sign_up(self.row, adapter=self.adapter, request=request, form=form)
+        except flow.Refused as refused:
+            if refused.outcome is outcomes.SIGNUP_TAKEN:
+                return self.render(form, status=refused.outcome.status, refused=refused)
+            # Nothing this identification can sign up any more: not offered again.
+            state.forget_verified(request)
+            return render_outcome(
+                request, refused.outcome, message=refused.message, identification=self.row
+            )
+        state.forget_verified(request)
+        try:
+            door.log_in(request, self.row)
         except flow.Refused as refused:
             return render_refusal(request, refused)
-        reference = started.identification.reference
-        if started.identification.display == Identification.Display.IFRAME:
-            state.remember(request, reference, frame_url=started.url)
-            # Post/Redirect/Get: reloading the page that embeds the broker must show the
-            # same session, not POST again and start (and pay for) another one.
-            frame = reverse("django_eid:frame", args=[reference])
-            return HttpResponseRedirect(frame, status=303)
-        state.remember(request, reference)
-        return HttpResponseRedirect(started.url)
-
-    def return_urls(self, reference: str) -> ReturnUrls:
-        """The three return URLs for ``reference``; the broker fills the placeholders."""
-        return flow.return_urls(reference, self.request.build_absolute_uri)
+        return HttpResponseRedirect(self.row.next_url or self.adapter.signup_redirect_url(request))
 
 
 def _finished_row(request: HttpRequest, reference: str) -> Identification | None:
@@ -214,17 +412,26 @@ def _finished_row(request: HttpRequest, reference: str) -> Identification | None
 FRAME_POLL_GRACE = 15
 
 
+@method_decorator(login_not_required, name="dispatch")
 @method_decorator(never_cache, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
-class FrameView(LoginRequiredMixin, View):
-    """The page embedding the broker (iframe display); a reload shows the same session."""
+class FrameView(View):
+    """The page embedding the broker (iframe display); a reload shows the same session.
+
+    A visitor who is not logged in sees only the identification at the door their browser
+    started; anyone else is sent to log in.
+    """
 
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
     template_name = "django_eid/iframe.html"
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         row = flow.find(request.user, reference)
+        if not request.user.is_authenticated and (
+            row is None or not state.holds(request, reference)
+        ):
+            return redirect_to_login(request.get_full_path())
         if row is None:
             return render_outcome(request, outcomes.INVALID_LINK)
         if not row.is_finished and flow.is_expired(row) and state.holds(request, reference):
@@ -239,6 +446,8 @@ class FrameView(LoginRequiredMixin, View):
                 state.consume(request, reference)
         if row.is_finished:
             # Finished in the frame meanwhile (the back button), or expired: where it went.
+            if row.at_the_door and not request.user.is_authenticated:
+                return HttpResponseRedirect(reverse("django_eid:login"))
             return leave(request, row)
         broker_url = state.frame_url(request, reference)
         if broker_url is None:
@@ -286,9 +495,11 @@ class StatusView(View):
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return JsonResponse({"code": "login_required"}, status=401)
         row = _finished_row(request, reference)
+        if not request.user.is_authenticated and (
+            row is None or not state.holds(request, reference)
+        ):
+            return JsonResponse({"code": "login_required"}, status=401)
         if row is None:
             return JsonResponse({"code": outcomes.INVALID_LINK.code}, status=404)
         if not row.is_finished and not state.holds(request, reference):
@@ -296,6 +507,10 @@ class StatusView(View):
         flow.settle_if_due(row, request=request)
         if not row.is_finished:
             return JsonResponse({"finished": False, "destination": None})
+        if row.at_the_door and not request.user.is_authenticated:
+            # The login page logs this browser in (the top window's request, not this poll):
+            # the state stays for it.
+            return JsonResponse({"finished": True, "destination": reverse("django_eid:login")})
         state.consume(request, reference)
         return JsonResponse({"finished": True, "destination": outcomes.destination(row)[0]})
 
@@ -344,7 +559,8 @@ class CallbackView(View):
     ) -> HttpResponse:
         """The return ``kind`` of ``reference``, with the URL's query ``params``."""
         self.kind = kind
-        if not request.user.is_authenticated:
+        if not request.user.is_authenticated and not state.holds(request, reference):
+            # Not logged in, and not the browser that started at the door either.
             return self.without_session(request, reference, params)
         try:
             returned = flow.return_to(
@@ -366,9 +582,16 @@ class CallbackView(View):
             return render_refusal(request, refused)
         # Finished, here or before: the one-time state is used up.
         state.consume(request, reference)
+        row = returned.identification
         if returned.acted:
-            self.on_finished(request, returned.identification)
-        return self.finish(request, returned.identification)
+            self.on_finished(request, row)
+        if row.at_the_door and not request.user.is_authenticated:
+            arrived = arrive(request, row)
+            if isinstance(arrived, str):
+                return self.go(request, row, arrived)
+            if arrived is not None:
+                return arrived
+        return self.finish(request, row)
 
     def on_finished(self, request: HttpRequest, row: Identification) -> None:
         """Called once, by the request that finished ``row``; a hook for subclasses."""
@@ -471,8 +694,8 @@ def tell_aborted(request: HttpRequest, row: Identification) -> None:
 def tell_linked_elsewhere(request: HttpRequest, row: Identification) -> None:
     """The warning that a success did not link the account, its person being linked to
     another one (``LINK_ON_VERIFY``; the HTML pages only)."""
-    if row.channel == Identification.Channel.API:
-        return  # the front end tells the user
+    if row.channel == Identification.Channel.API or row.at_the_door:
+        return  # the front end tells the user; the door links nothing
     if apps.is_installed("django.contrib.messages") and flow.linked_elsewhere(row):
         from django.contrib import messages
 
@@ -512,16 +735,25 @@ class OidcCallbackView(CallbackView):
             tell_linked_elsewhere(request, row)
 
 
+@method_decorator(login_not_required, name="dispatch")
 @method_decorator(never_cache, name="dispatch")
 @method_decorator(same_origin_referrer, name="dispatch")
 @method_decorator(xframe_options_deny, name="dispatch")
-class ResultView(LoginRequiredMixin, View):
-    """The outcome page of a finished identification (errors, rejections, expiry)."""
+class ResultView(View):
+    """The outcome page of a finished identification (errors, rejections, expiry); for a
+    visitor who is not logged in, of an identification at the door (nothing personal)."""
 
     http_method_names: ClassVar[list[str]] = ["get"]  # type: ignore[misc]
 
     def get(self, request: HttpRequest, reference: str) -> HttpResponse:
         row = flow.find(request.user, reference)
+        if row is None and not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if row is not None and not request.user.is_authenticated:
+            # Anyone with the link: the outcome's words, nothing of the row.
+            if not row.is_finished or row.status == Identification.Status.SUCCESS:
+                return render_outcome(request, outcomes.INVALID_LINK)
+            return render_outcome(request, outcomes.of(row), start_url=start_url_of(row))
         if row is None or not row.is_finished:
             return render_outcome(request, outcomes.INVALID_LINK)
         if row.status == Identification.Status.SUCCESS:

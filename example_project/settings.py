@@ -69,6 +69,10 @@ DJANGO_EID = {
     # number; off against a real broker, where the number costs extra and needs permission.
     "GET_SOCIAL_SECURITY_NUMBER": env.bool("EID_GET_SOCIAL_SECURITY_NUMBER", default=EID_SANDBOX),
     "SUCCESS_URL": "account",
+    # Signing up with an eID (the "Sign up with eID" page, or logging in as a person without an
+    # account): "form" (default) asks for a username and an e-mail address, "auto" makes the
+    # account at once, "closed" only says that no account is linked to the eID.
+    "SIGNUP": env.str("EID_SIGNUP", default="form"),
     # Identifications started through the JSON API (the single-page app at /spa/) come back
     # to it; the page asks the API how they went.
     "FRONTEND_URLS": {
@@ -135,6 +139,13 @@ _redis_url = env.str("REDIS_URL", default="")
 CACHES = {"default": env.cache("CACHE_URL", default=_redis_url or "locmemcache://")}
 
 # -- Authentication -------------------------------------------------------------
+# A password (ModelBackend), or an eID linked to the account (the login page's "Log in with
+# BankID" and the "Sign up with eID" page: django-eid's backend answers only for an
+# identification this browser just finished at its login page).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "django_eid.backends.EidBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "django_eid:start"  # "Verify my identity"
 LOGOUT_REDIRECT_URL = "home"

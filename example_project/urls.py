@@ -23,7 +23,9 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("payout/", views.payout, name="payout"),
     path("wine/", views.wine_shop, name="wine"),
     path("spa/", views.SpaView.as_view(), name="spa"),
+    # The password form and "Log in with BankID" (django-eid's login page, posted to).
     path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("signup/", views.SignupView.as_view(), name="signup"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("eid/", include("django_eid.urls")),

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 
+from django_eid.conf import eid_settings
 from django_eid.decorators import eid_required
 from django_eid.models import Identification
 from example_project.accounts.models import Profile
@@ -37,6 +38,23 @@ class HomeView(TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context["profile"] = _profile(self.request.user)
+        return context
+
+
+class SignupView(TemplateView):
+    """The "Sign up with eID" page: what signing up here means, and the button that starts it.
+
+    The button posts to django-eid's login page with ``purpose=signup``; what follows is
+    django-eid's, as the ``SIGNUP`` setting says (``EID_SIGNUP``): its sign-up form, an
+    account at once, or its page saying that no account is linked. A person whose eID is
+    linked to an account already is logged in to it.
+    """
+
+    template_name = "signup.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["signup_mode"] = eid_settings.SIGNUP
         return context
 
 

@@ -358,9 +358,9 @@ def bob_client(bob: AbstractBaseUser) -> Client:
 
 @pytest.fixture
 def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started]:
-    """``start(client=alice_client, request_id=None, *, ends="pending", **post)``: POST the
-    start view, then the person at the broker ends the session as ``ends`` says
-    (:func:`tests.fixtures_views.start_session`)."""
+    """``start(client=alice_client, request_id=None, *, ends="pending", at="/eid/start/",
+    **post)``: POST the start view (``at``: another, the login page's), then the person at
+    the broker ends the session as ``ends`` says (:func:`tests.fixtures_views.start_session`)."""
     from tests.fixtures_views import start_session
 
     def run(
@@ -368,9 +368,10 @@ def start(broker: ScriptedBroker, alice_client: Client) -> Callable[..., Started
         request_id: str | None = None,
         *,
         ends: str = "pending",
+        at: str = "/eid/start/",
         **post: str,
     ) -> Started:
-        return start_session(broker, client, request_id, ends=ends, **post)
+        return start_session(broker, client, request_id, ends=ends, at=at, **post)
 
     return run
 

@@ -41,6 +41,8 @@ SIGNAL_NAMES = (
     "identification_succeeded",
     "identification_aborted",
     "identification_failed",
+    "identification_bound",
+    "eid_login",
 )
 
 
@@ -249,9 +251,10 @@ def start_session(
     request_id: str | None = None,
     *,
     ends: str = "pending",
+    at: str = "/eid/start/",
     **post: str,
 ) -> Started:
-    """POST to the start view; the broker answers ``request_id`` (a fresh one by default),
+    """POST to the start view (``at``: the login page's, ``/eid/login/``); the broker answers ``request_id`` (a fresh one by default),
     then the person at the broker does what ``ends`` says (:data:`AT_BROKER`; by default
     nothing yet: a test scripts the record with ``broker.will_return``).
 
@@ -263,7 +266,7 @@ def start_session(
         assert api != OIDC, "the row's request id is the app's own with OIDC: mark REST_APIS"
         broker.will_create(request_id)
     before = len(broker.create_requests)
-    response = client.post("/eid/start/", post)
+    response = client.post(at, post)
     assert len(broker.create_requests) == before + 1, response.status_code
     sent = broker.sent()
     session = broker.sessions[-1]

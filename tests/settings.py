@@ -7,6 +7,7 @@ SQLite and local-memory caches by default; with ``DATABASE_URL`` and
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import django
 import environ
@@ -51,10 +52,16 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "tests.urls"
 
+# Logging in by eID (tests/door/) beside passwords.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "django_eid.backends.EidBackend",
+]
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [Path(__file__).resolve().parent / "door" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

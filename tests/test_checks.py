@@ -115,6 +115,23 @@ ERROR_CASES: list[tuple[str, dict[str, Any]]] = [
     ("django_eid.E029", {"REQUESTED_ATTRIBUTES": "name dateOfBirth"}),
     ("django_eid.E029", {"REQUESTED_ATTRIBUTES": ["name", 5]}),
     ("django_eid.E029", {"REQUESTED_ATTRIBUTES": ["date of birth"]}),
+    # Identity at the door (log in, sign up).
+    ("django_eid.E038", {"LOGIN_MIN_LOA": "highest"}),
+    ("django_eid.E038", {"LOGIN_MIN_LOA": 3}),
+    ("django_eid.E039", {"LOGIN_PROVIDERS": "NO_BANKID_WEB"}),
+    ("django_eid.E039", {"LOGIN_PROVIDERS": ["no-bankid"]}),
+    (
+        "django_eid.E039",
+        {"ALLOWED_PROVIDERS": ["NO_BANKID_WEB"], "LOGIN_PROVIDERS": ["SWE_BANKID"]},
+    ),
+    ("django_eid.E040", {"LOGIN_RATE": "60 per hour"}),
+    ("django_eid.E040", {"LOGIN_RATE": 60}),
+    ("django_eid.E041", {"LOGIN_MAX_PENDING_PER_SESSION": 0}),
+    ("django_eid.E041", {"LOGIN_MAX_PENDING_PER_SESSION": True}),
+    ("django_eid.E042", {"SIGNUP": "open"}),
+    ("django_eid.E043", {"SIGNUP_FORM": "nowhere.Form"}),
+    ("django_eid.E043", {"ADAPTER": "django_eid.adapter.Missing"}),
+    ("django_eid.E044", {"SIGNUP_URL": ["/register/"]}),
     # Provider names follow the API.
     ("django_eid.E012", {"BROKER_API": "v2", "IDENTITY_PROVIDER": "NO_BANKID_WEB"}),
     (
@@ -493,3 +510,21 @@ def test_min_loa_with_an_api_that_states_a_level_does_not_warn(settings: Setting
         run(settings, TOKEN_CACHE="shared", BROKER_API="eid-hub", ACCOUNT_ID="a-1", MIN_LOA="high")
         == []
     )
+
+
+@pytest.mark.parametrize("signup", ["form", "auto"])
+def test_an_open_sign_up_without_the_eid_backend_is_warned_about(
+    settings: SettingsWrapper, signup: str
+) -> None:
+    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+    assert "django_eid.W027" in ids(run(settings, debug=True, SIGNUP=signup))
+    settings.AUTHENTICATION_BACKENDS = [
+        "django.contrib.auth.backends.ModelBackend",
+        "django_eid.backends.EidBackend",
+    ]
+    assert "django_eid.W027" not in ids(run(settings, debug=True, SIGNUP=signup))
+
+
+def test_the_door_s_defaults_are_valid(settings: SettingsWrapper) -> None:
+    found = ids(run(settings, debug=True, LOGIN_PROVIDERS=["NO_BANKID_WEB"], LOGIN_RATE=None))
+    assert not {i for i in found if i[-4:] in ("E038", "E039", "E040", "E041", "E042", "E043")}

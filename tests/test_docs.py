@@ -102,7 +102,7 @@ def test_the_commands_reference_lists_every_command() -> None:
 
 def test_the_signals_reference_lists_every_signal() -> None:
     names = {n for n, v in vars(signals).items() if isinstance(v, Signal)}
-    assert len(names) == 5
+    assert len(names) == 7
     assert names <= headings(doc("reference/signals.md"))
 
 

@@ -8,4 +8,5 @@ urlpatterns = [
     path("eid/", include("django_eid.urls")),
     path("eid-sandbox/", include("django_eid.sandbox.urls")),
     path("gated/", include("tests.gates.views")),
+    path("own-signup/", include("tests.door.views")),
 ]

@@ -119,6 +119,10 @@ class BrokerApi(ABC):
     #: by its id); OpenID Connect's identity comes only with the return's code, so its
     #: rows are not settled without it (:func:`django_eid.flow.settle`).
     settles_without_return: ClassVar[bool] = True
+    #: Whether this API's records state their level of assurance (the eID Hub, OpenID
+    #: Connect). Where they do not (v1, v2), a login takes the provider's published level
+    #: (:func:`published_level`).
+    states_level: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -283,6 +287,35 @@ def provider_family(provider: str) -> str:
         if family is not None:
             return family
     return provider.lower()
+
+
+#: The level of assurance of each eID scheme as its issuer publishes it (the eIDAS
+#: notification, or the national framework where it maps to one), for the broker APIs whose
+#: records state no level (v1, v2). A scheme with several levels (MitID: low, substantial and
+#: high), or of no published level, is not here: its level is unknown, and an unknown level
+#: does not log in (``LOGIN_MIN_LOA``) unless the site lowers the setting to ``None``.
+PUBLISHED_LEVELS: Final[Mapping[str, str]] = {
+    # Norwegian BankID and Buypass ID: "Høyt" (level 4), notified as eIDAS high.
+    "no-bankid": "high",
+    "no-buypass": "high",
+    # Swedish BankID: "Tillitsnivå 3" of the Swedish framework, eIDAS substantial.
+    "se-bankid": "substantial",
+    # NemID: notified as eIDAS substantial.
+    "dk-nemid": "substantial",
+    # The Finnish Trust Network's bank and mobile certificates: substantial at least.
+    "fi-ftn": "substantial",
+    "fi_tupas": "substantial",
+    "fi_mobiilivarmenne": "substantial",
+    # One-time codes by SMS or e-mail prove a phone or a mailbox, not a person.
+    "sms_otp": "low",
+    "email_otp": "low",
+}
+
+
+def published_level(provider: str | None) -> str | None:
+    """The published level of ``provider``'s eID scheme (:data:`PUBLISHED_LEVELS`), or
+    ``None`` when it has none (or several)."""
+    return PUBLISHED_LEVELS.get(provider_family(provider)) if provider else None
 
 
 def family_names(provider: str) -> tuple[str, ...]:

@@ -104,6 +104,7 @@ class EidHubApi(V2Api):
         "ftn": "fi-ftn",
     }
     sessions_path: ClassVar[str] = SESSIONS_PATH
+    states_level: ClassVar[bool] = True
     url_property: ClassVar[str] = "authenticationUrl"
 
     @classmethod

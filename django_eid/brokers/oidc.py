@@ -152,6 +152,7 @@ class OidcApi(BrokerApi):
         name: spec.family for p in PRESETS.values() for name, spec in p.providers.items()
     }
     settles_without_return: ClassVar[bool] = False
+    states_level: ClassVar[bool] = True
 
     def __init__(
         self,

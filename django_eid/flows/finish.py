@@ -26,7 +26,7 @@ from django_eid.brokers import broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, IdentificationRejected
-from django_eid.flows import link, rules
+from django_eid.flows import link, login, rules
 from django_eid.flows.refused import Refused
 from django_eid.models import Identification, LinkedIdentity, fit, fit_json
 from django_eid.records import IdentificationRecord, Progress
@@ -193,6 +193,13 @@ def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest |
     else:
         refused: rules.Refusal | None = None
         with transaction.atomic():
+            if row.at_the_door and row.user_id is None:
+                # Who the door opens for: the account linked to the person (its link locked
+                # until the outcome commits), known before the rules run, so that they and
+                # the receivers see it. (Door rows always have rules: has_rules.)
+                account = login.account_of(row, fields)
+                if account is not None:
+                    fields["user"] = account
             if not transition(row, status=Status.SUCCESS, **fields):
                 return False
             try:
@@ -213,9 +220,13 @@ def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest |
             send(signals.identification_failed, row, request)
             return True
     logger.info("Identification %s succeeded (provider %s).", row.pk, row.identity_provider)
-    _receive_success(row, request)
-    if row.status == Status.SUCCESS:  # not rejected late by a receiver
-        _link(row)
+    if row.user_id is None:
+        # A person without an account, at the door: the receivers hear of it when it is
+        # bound to one (django_eid.flows.signup.bind).
+        return True
+    receive_success(row, request)
+    if row.status == Status.SUCCESS and not row.at_the_door:  # not rejected by a receiver
+        _link(row)  # at the door, the link is what found the account
     return True
 
 
@@ -311,9 +322,13 @@ def _valid_ip(value: str | None) -> str | None:
     return value
 
 
-def _receive_success(row: Identification, request: HttpRequest | None) -> None:
-    """Send ``identification_succeeded``; store a receiver's (late) rejection, free the person."""
-    rejection = send(signals.identification_succeeded, row, request)
+def receive_success(
+    row: Identification, request: HttpRequest | None, *, purpose: str | None = None
+) -> None:
+    """Send ``identification_succeeded``; store a receiver's (late) rejection, free the person.
+
+    ``purpose``: the signal's, when not the row's (``"signup"`` for a row just bound)."""
+    rejection = send(signals.identification_succeeded, row, request, purpose=purpose)
     if rejection is None:
         return
     reason = fit(
@@ -334,12 +349,19 @@ def _receive_success(row: Identification, request: HttpRequest | None) -> None:
 
 
 def send(
-    signal: Any, row: Identification, request: HttpRequest | None
+    signal: Any, row: Identification, request: HttpRequest | None, *, purpose: str | None = None
 ) -> IdentificationRejected | None:
-    """Send ``signal``; receivers' crashes are logged, a rejection is returned."""
+    """Send ``signal``; receivers' crashes are logged, a rejection is returned.
+
+    ``purpose`` is the row's unless given (``"signup"`` when a row is bound to an account).
+    """
     rejection: IdentificationRejected | None = None
     for receiver, result in signal.send_robust(
-        sender=Identification, identification=row, user=row.user, request=request
+        sender=Identification,
+        identification=row,
+        user=row.user,
+        request=request,
+        purpose=purpose or row.purpose,
     ):
         if isinstance(result, IdentificationRejected):
             rejection = rejection or result

@@ -43,9 +43,10 @@ def new_link(row: Identification) -> LinkedIdentity | None:
     )
 
 
-def link(row: Identification) -> None:
+def link(row: Identification, *, always: bool = False) -> None:
     """Link the account of ``row``, a ``SUCCESS`` just stored, to its person
-    (``LINK_ON_VERIFY``).
+    (``LINK_ON_VERIFY``; ``always``: whatever it says, for an account made or bound at the
+    door, which the link is what logs in).
 
     One ``INSERT`` that does nothing when the person is linked already, to this account (a
     verification again) or to another one (:func:`linked_elsewhere` tells the page). The
@@ -53,7 +54,7 @@ def link(row: Identification) -> None:
     first and then inserts nothing. Not through the ORM's ``bulk_create``, whose
     transaction around one statement costs two more round trips on every success.
     """
-    if not eid_settings.LINK_ON_VERIFY or row.status != Identification.Status.SUCCESS:
+    if not (always or eid_settings.LINK_ON_VERIFY) or row.status != Identification.Status.SUCCESS:
         return
     made = new_link(row)
     if made is None:
@@ -86,7 +87,7 @@ def linked_elsewhere(row: Identification) -> bool:
     if row.linked_now:
         return False  # this very finish linked it (no query)
     key = uid_key(row)
-    if key is None:
+    if key is None or row.user_id is None:
         return False
     return LinkedIdentity.objects.filter(key=key).exclude(user_id=row.user_id).exists()
 

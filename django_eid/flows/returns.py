@@ -76,9 +76,19 @@ def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
 
 
 def find(user: Any, reference: str) -> Identification | None:
-    """``user``'s identification ``reference``; another user's is ``None`` too."""
-    if not REFERENCE_RE.match(reference) or not getattr(user, "is_authenticated", False):
+    """``user``'s identification ``reference``; another user's is ``None`` too.
+
+    For a visitor who is not logged in (``user`` anonymous or ``None``): the identification
+    at the door ``reference``, whoever's browser started it (:func:`return_to` then asks
+    that it was this one's).
+    """
+    if not REFERENCE_RE.match(reference):
         return None
+    if not getattr(user, "is_authenticated", False):
+        door = Identification.objects.filter(reference=reference).exclude(
+            purpose=Identification.Purpose.VERIFY
+        )
+        return door.defer("social_security_number").first()
     # The number is decrypted only if read: a row under a removed key still answers.
     rows = Identification.objects.filter(reference=reference, user=user)
     row = rows.defer("social_security_number").first()
@@ -101,7 +111,8 @@ def return_to(
 ) -> Returned:
     """The user came back to the ``kind`` return URL (``success``, ``abort`` or ``error``).
 
-    ``params`` are the URL's query parameters (each a list of values); ``browser_holds``
+    ``user`` is the logged-in user, or an anonymous one for an identification at the door
+    (log in, sign up). ``params`` are the URL's query parameters (each a list of values); ``browser_holds``
     says whether this browser started the identification and has not used it yet (the
     front end's one-time state); ``return_url`` the absolute URL the user came back to,
     without its query (OpenID Connect sends it to the token endpoint again). A row already
@@ -121,6 +132,10 @@ def return_to(
     row = find(user, reference)
     if row is None:
         raise Refused(outcomes.INVALID_LINK)
+    if not browser_holds and not getattr(user, "is_authenticated", False):
+        # At the door the browser is all there is: finished or not, only the one that
+        # started hears of it (the next step logs it in).
+        raise Refused(outcomes.NOT_THIS_BROWSER)
     if row.is_finished:
         return Returned(row, acted=False)
     if not browser_holds:
@@ -177,7 +192,8 @@ def return_elsewhere(
     row = Identification.objects.filter(reference=reference).first()
     if row is None or _ids_problem(row, params):
         return None
-    if not row.is_finished and not broker_api().settles_without_return:
+    if not row.is_finished and (row.at_the_door or not broker_api().settles_without_return):
+        # At the door only the browser that started may finish a login (see settle()).
         # The identity comes only with this return's single-use code, which must be
         # exchanged by the browser that started: nothing here or there can finish it now.
         return settle.Settled(row, "restart")
@@ -187,7 +203,8 @@ def return_elsewhere(
 def finished_elsewhere(
     user: Any, references: Sequence[str], *, next_url: str | None = None
 ) -> Identification | None:
-    """The latest of ``references`` (held by this browser) that finished without it.
+    """The latest of ``references`` (held by this browser) that finished without it: of
+    ``user``'s, or, for a visitor who is not logged in, of those started at the door.
 
     Only what the user is still waiting for: a row finished within the last
     ``SESSION_MAX_AGE``, never an ``EXPIRED`` one (nothing happened that the start page
@@ -195,14 +212,19 @@ def finished_elsewhere(
     (``next_url`` is not ``None``; ``""`` when the one asked for was not safe), only a row
     started for that same destination.
     """
-    if not references or not getattr(user, "is_authenticated", False):
+    if not references:
         return None
     since = timezone.now() - datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE)
     rows = (
         Identification.objects.finished()
         .exclude(status=Status.EXPIRED)
-        .filter(user=user, reference__in=list(references), completed_at__gte=since)
+        .filter(reference__in=list(references), completed_at__gte=since)
     )
+    if getattr(user, "is_authenticated", False):
+        rows = rows.filter(user=user)
+    else:
+        # A visitor who is not logged in: what they started at the door.
+        rows = rows.exclude(purpose=Identification.Purpose.VERIFY)
     if next_url is not None:
         rows = rows.filter(next_url=next_url)
     return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()

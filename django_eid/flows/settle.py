@@ -102,6 +102,12 @@ def settle(row: Identification, *, request: HttpRequest | None = None) -> Settle
     if finish.undecided(row, record):
         # Done, says the status call, but the record cannot tell how (yet): ask again later.
         return _expired_or(row, stale, "pending")
+    if record.is_success and row.at_the_door:
+        # A login opens an account: only the browser that started may receive it, through
+        # its own return (a relayed session would otherwise log its sender in as the
+        # person who identified). The row waits for that return, or expires.
+        _remember_other_device(row)
+        return _expired_or(row, stale, "other_device")
     env = record.environment_info
     if record.is_success and not crypto.same_device(
         row.device_key, env.ip_address, fit("user_agent", env.user_agent or "")

@@ -24,7 +24,7 @@ from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidProtocolError, EidUnavailable
-from django_eid.flows import finish, pending
+from django_eid.flows import caps, finish, login, pending
 from django_eid.flows.refused import Refused
 from django_eid.models import Identification, fit, max_length, new_external_id, new_reference
 from django_eid.scrub import scrub
@@ -154,8 +154,17 @@ def start(
     parent_host: str | None = None,
     return_key: str = "",
     request: HttpRequest | None = None,
+    purpose: str = Identification.Purpose.VERIFY,
+    session_key: str | None = None,
 ) -> Started:
     """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
+
+    ``purpose``: ``"verify"`` (the account's identity), or at the door ``"login"`` or
+    ``"signup"`` for a visitor who is not logged in (``user`` is then ``None`` or anonymous,
+    the row has no user until it finishes, and the providers are ``LOGIN_PROVIDERS``'s). A
+    logged-in ``user`` starting at the door gets a verification instead: no switching
+    accounts through the back door. A start at the door is counted against the anonymous
+    caps (:mod:`django_eid.flows.caps`) by its browser's ``session_key`` and ``client_ip``.
 
     ``return_urls`` is called with the new reference. ``host`` is the site's host as the
     browser sees it, ``secure`` whether it is served over https. ``provider`` is the user's
@@ -181,6 +190,23 @@ def start(
     the broker call: the same user's other starts wait for it. django-eid's own views opt
     out of ``ATOMIC_REQUESTS``.
     """
+    if purpose not in Identification.Purpose.values:
+        raise ValueError(f"purpose must be one of {Identification.Purpose.values}")
+    logged_in = bool(getattr(user, "is_authenticated", False))
+    at_the_door = purpose != Identification.Purpose.VERIFY and not logged_in
+    if not at_the_door:
+        purpose = Identification.Purpose.VERIFY
+        if not logged_in:
+            raise Refused(outcomes.LOGIN_REQUIRED)
+    else:
+        if not login.door_open():
+            logger.error(
+                "A start at the door was refused: django_eid.backends.EidBackend is not in "
+                "AUTHENTICATION_BACKENDS, so nobody could be logged in."
+            )
+            raise Refused(outcomes.NOT_AVAILABLE)
+        if providers is None:
+            providers = eid_settings.LOGIN_PROVIDERS
     chosen = choose_provider(provider, restrict=providers)
     next_url = safe_next(next_url, host=host, secure=secure, also=next_hosts)
     if display not in Display.values:
@@ -193,7 +219,8 @@ def start(
         logger.error("django-eid is not configured; see the system checks: %s", err)
         raise Refused(outcomes.NOT_AVAILABLE) from err
     row = Identification(
-        user=user,
+        user=None if at_the_door else user,
+        purpose=purpose,
         reference=new_reference(),
         external_id=new_external_id(),
         display=display,
@@ -206,7 +233,11 @@ def start(
         device_key=crypto.device_key(client_ip, fit("user_agent", user_agent)),
         same_person=same_person,
     )
-    _reserve(row)
+    if at_the_door:
+        caps.spend(session_key, client_ip)
+        row.save(force_insert=True, using=router.db_for_write(Identification, instance=row))
+    else:
+        _reserve(row)
     try:
         created = client.create_session(
             return_urls=return_urls(row.reference),
@@ -217,7 +248,9 @@ def start(
             iframe_domain=iframe_domain(parent_host or host) if display == Display.IFRAME else None,
             iframe_web_messaging=eid_settings.IFRAME_WEB_MESSAGING,
             prefilled_social_security_number=(
-                _expected_number(user) if same_person and eid_settings.PREFILL_SAME_PERSON else None
+                _expected_number(user)
+                if same_person and eid_settings.PREFILL_SAME_PERSON and not at_the_door
+                else None
             ),
         )
         if len(created.request_id) > REQUEST_ID_MAX:

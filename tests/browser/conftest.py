@@ -224,7 +224,7 @@ def log_in(page: Page, user: Any) -> Callable[..., None]:
         page.goto(f"{site}/login/")
         page.get_by_label("Username").fill(user.get_username())
         page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("button", name="Log in", exact=True).click()
         expect(page).to_have_url(re.compile(r"/eid/start/$"))
 
     return run

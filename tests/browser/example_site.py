@@ -59,6 +59,7 @@ def eid_settings_for(broker_url: str | None) -> dict[str, Any]:
         SUCCESS_URL="account",
         FRONTEND_URLS=dict.fromkeys(("success", "abort", "error"), "/spa/?reference={reference}"),
         GET_SOCIAL_SECURITY_NUMBER=True,
+        SIGNUP="form",  # the default of the example's EID_SIGNUP
         # The suite runs with DEBUG=False; the sandbox refuses that otherwise.
         SANDBOX_ALLOW_WITHOUT_DEBUG=True,
     )
@@ -93,6 +94,10 @@ def example_site(broker_url: str | None = None) -> Iterator[None]:
         LOGIN_URL="login",
         LOGIN_REDIRECT_URL="django_eid:start",
         LOGOUT_REDIRECT_URL="home",
+        AUTHENTICATION_BACKENDS=[
+            "django.contrib.auth.backends.ModelBackend",
+            "django_eid.backends.EidBackend",
+        ],
         DJANGO_EID=eid_settings_for(broker_url),
     )
     overrides.enable()

@@ -183,6 +183,7 @@ def test_the_summary_is_unchanged_and_progress_comes_every_ten_batches(
         f"{verb} 20 finished identification(s) so far.\n"
         f"{verb} 23 finished identification(s) older than 90 days, 0:00:00.\n"
         "Expired 3 stale pending identification(s).\n"
+        "Removed 0 ended start counter(s).\n"
     )
 
 

@@ -82,7 +82,16 @@ def test_each_signal_is_sent_once_with_its_arguments(
     finish(callback, started, broker, alice_client, record_status or "SUCCESS")
     assert signals.names == ["identification_started", signal]
     kwargs = signals.of(signal)[0]
-    assert set(kwargs) == {"signal", "sender", "identification", "user", "request", "status"}
+    assert set(kwargs) == {
+        "signal",
+        "sender",
+        "identification",
+        "user",
+        "request",
+        "status",
+        "purpose",
+    }
+    assert kwargs["purpose"] == "verify"
     assert kwargs["signal"] is getattr(eid_signals, signal)
     assert kwargs["sender"] is Identification
     assert isinstance(kwargs["identification"], Identification)

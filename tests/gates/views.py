@@ -62,6 +62,21 @@ def password_form(request: HttpRequest) -> HttpResponse:
     return HttpResponse("changed")
 
 
+@eid_required(login=True, max_age=300)
+def door(request: HttpRequest) -> HttpResponse:
+    """A page a visitor reaches by logging in with their eID, that same identification
+    passing the gate."""
+    return HttpResponse(f"door {request.eid_identification.pk}")  # type: ignore[attr-defined]
+
+
+class DoorView(EidRequiredMixin, View):
+    eid_login = True
+    eid_min_age = 18
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse("door class")
+
+
 class AdultsView(EidRequiredMixin, View):
     eid_min_age = 18
 
@@ -128,6 +143,8 @@ urlpatterns = [
     path("contract/", contract, name="contract"),
     path("exempt/", exempt_form, name="exempt"),
     path("password/", password_form, name="password"),
+    path("door/", door, name="door"),
+    path("class/door/", DoorView.as_view(), name="class-door"),
     path("class/adults/", AdultsView.as_view(), name="class-adults"),
     path("class/high/", HighLevelView.as_view(), name="class-high"),
     path("class/chosen/", ChosenPerView.as_view(), name="class-chosen"),

@@ -28,6 +28,7 @@ from django.db.models import QuerySet, signals
 from django.utils import timezone
 
 from django_eid.conf import eid_settings
+from django_eid.flows import caps
 from django_eid.models import Identification, PersonClaim
 
 _AGE_RE = re.compile(r"^([0-9]+)([smhdw]?)\Z")
@@ -168,6 +169,8 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"Deleted {changed} finished identification(s) older than {age}.")
         self.stdout.write(f"Expired {expired} stale pending identification(s).")
+        # The anonymous caps' counters of windows that are over: they count nothing more.
+        self.stdout.write(f"Removed {caps.forget_ended(now)} ended start counter(s).")
 
     def _in_batches(
         self,

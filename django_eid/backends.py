@@ -1,0 +1,42 @@
+"""``EidBackend``: the authentication backend that logs a person in by their eID.
+
+Add it to ``AUTHENTICATION_BACKENDS`` beside the site's others (``ModelBackend``,
+django-allauth's): it answers only ``authenticate(request, identification=...)``, with the
+account an identification at the door verified (:func:`django_eid.flows.login.account_to_log_in`),
+and ignores every other call. Permissions are the other backends' concern.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import BaseBackend
+
+from django_eid.flows import login
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+
+class EidBackend(BaseBackend):
+    """Log in the account linked to the person an identification at the door verified.
+
+    ``identification`` must be the one this browser came back with: django-eid's views ask
+    that (the start's one-time state) before they call ``authenticate()``.
+    """
+
+    def authenticate(
+        self, request: HttpRequest | None, identification: object = None, **kwargs: Any
+    ) -> Any | None:
+        if identification is None or kwargs:
+            return None  # another backend's credentials
+        return login.account_to_log_in(identification)
+
+    def get_user(self, user_id: Any) -> Any | None:
+        user = get_user_model()._default_manager.filter(pk=user_id).first()
+        return user if user is not None and self.user_can_authenticate(user) else None
+
+    def user_can_authenticate(self, user: Any) -> bool:
+        """Inactive users are refused, as Django's ``ModelBackend`` refuses them."""
+        return login.can_authenticate(user)

@@ -1,0 +1,111 @@
+"""What the front ends do when an identification at the door comes back to its browser.
+
+The HTML views and the JSON API share it: :func:`arrive` logs the browser in as the account
+linked to the person (Django's ``login()``: a new session key, ``user_logged_in``; then
+``eid_login``), or signs the person up as ``SIGNUP`` and the adapter allow, or keeps the
+verified person in the session for a sign-up (:func:`django_eid.pending_identification`).
+Only for the browser whose one-time state shows it started the identification: the
+callers have checked and used that state before.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth import authenticate
+from django.contrib.auth import login as auth_login
+
+from django_eid import outcomes, state
+from django_eid.adapter import get_adapter
+from django_eid.conf import eid_settings
+from django_eid.flows import login, signup
+from django_eid.flows.refused import Refused
+from django_eid.models import Identification
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+
+logger = logging.getLogger("django_eid")
+
+
+class Arrived(enum.Enum):
+    """Where a verified person at the door got."""
+
+    #: Logged in as the linked account.
+    LOGGED_IN = "logged_in"
+    #: An account was made (``SIGNUP = "auto"``) and logged in.
+    SIGNED_UP = "signed_up"
+    #: No account yet: the sign-up form is next (``SIGNUP = "form"``).
+    SIGNUP_FORM = "signup_form"
+    #: No account, and none is made here (``SIGNUP = "closed"``, or the adapter said no).
+    NO_ACCOUNT = "no_account"
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """What :func:`arrive` did; ``next_url``: where the browser goes on (logged in)."""
+
+    arrived: Arrived
+    user: Any = None
+    next_url: str = ""
+
+
+def arrive(request: HttpRequest, row: Identification) -> Arrival | None:
+    """``row``, an identification at the door this browser started, finished: ``None`` if it
+    did not succeed (its outcome is what the browser sees), else the :class:`Arrival`.
+
+    Raises :class:`~django_eid.flows.refused.Refused`: ``login_failed`` when the backend is
+    not installed or refuses the account, or what an automatic sign-up refuses.
+    """
+    if row.status != Identification.Status.SUCCESS:
+        return None
+    adapter = get_adapter()
+    if row.user_id is not None:
+        user = log_in(request, row)
+        return Arrival(Arrived.LOGGED_IN, user, _next(request, row, adapter.login_redirect_url))
+    state.keep_verified(request, row.reference)
+    if adapter.is_open_for_signup(request, row):
+        if eid_settings.SIGNUP == "auto":
+            try:
+                signup.sign_up(row, adapter=adapter, request=request)
+            finally:
+                # Signed up, or refused for good (the person has an account): either way
+                # nothing is left for a sign-up to bind.
+                state.forget_verified(request)
+            user = log_in(request, row)
+            return Arrival(
+                Arrived.SIGNED_UP, user, _next(request, row, adapter.signup_redirect_url)
+            )
+        if eid_settings.SIGNUP == "form":
+            return Arrival(Arrived.SIGNUP_FORM)
+    return Arrival(Arrived.NO_ACCOUNT)
+
+
+def log_in(request: HttpRequest, row: Identification) -> Any:
+    """Log this browser in as the account ``row`` verified, through ``authenticate()``
+    (:class:`~django_eid.backends.EidBackend`); the user. ``Refused`` (``login_failed``)
+    when no backend answers."""
+    user = authenticate(request, identification=row)
+    if user is None:
+        logger.error(
+            "Identification %s could not log in: django_eid.backends.EidBackend is not in "
+            "AUTHENTICATION_BACKENDS, or refused the account.",
+            row.pk,
+        )
+        raise Refused(outcomes.LOGIN_FAILED)
+    auth_login(request, user)
+    login.logged_in(row, request)
+    return user
+
+
+def _next(request: HttpRequest, row: Identification, default: Any) -> str:
+    """The start's ``next``; else, for a JSON front end's start, its success URL; else the
+    adapter's ``default(request)``."""
+    if row.next_url:
+        return row.next_url
+    if row.channel == Identification.Channel.API:
+        return outcomes.destination(row)[0]
+    return str(default(request))

@@ -1,0 +1,136 @@
+"""The JSON API at the door: a visitor's browser (the site's session, CSRF token sent) starts
+with ``purpose: "login"`` or ``"signup"``; the return logs it in (the HTML return URL, or
+``api-return`` for a return forwarded to the front end) and says who is logged in now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import pytest
+from django.contrib.auth import SESSION_KEY
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+
+from django_eid.models import Identification
+from tests.api.conftest import OTHER_DEVICE, UA, Api, api_start, front_end, identified, problem
+from tests.api.test_return import forwarded
+from tests.fixtures_broker import ScriptedBroker
+from tests.fixtures_views import Started
+
+pytestmark = pytest.mark.django_db
+
+Status = Identification.Status
+
+
+def browser_api() -> Api:
+    """A visitor's single-page app: CSRF enforced, its token read from the cookie."""
+    client = Client(enforce_csrf_checks=True, HTTP_USER_AGENT=UA)
+    client.get("/eid/login/")  # sets the csrftoken cookie
+    return Api(client, headers={"X-CSRFToken": client.cookies["csrftoken"].value})
+
+
+@pytest.fixture
+def linked(verify: Callable[..., Identification], alice: AbstractBaseUser) -> AbstractBaseUser:
+    assert verify().status == Status.SUCCESS
+    return alice
+
+
+def test_a_visitor_starts_at_the_door_and_the_return_logs_the_browser_in(
+    broker: ScriptedBroker, linked: AbstractBaseUser, frontend: dict[str, str]
+) -> None:
+    spa = browser_api()
+    started = api_start(spa, broker, {"purpose": "login"})
+    row = started.row
+    assert (row.purpose, row.user_id, row.channel) == ("login", None, "api")
+    broker.will_return(started.request_id)
+    response = spa.client.get(started.success_url())
+    assert response.status_code == 302
+    assert response["Location"] == front_end("success", started)
+    assert spa.client.session[SESSION_KEY] == str(linked.pk)
+    me = spa.get("/me/")
+    assert me.status_code == 200
+    assert me.json()["links"][0]["provider"] == started.refresh().identity_provider
+
+
+def test_a_forwarded_return_logs_in_the_front_end_that_started(
+    broker_api: str, broker: ScriptedBroker, linked: AbstractBaseUser, frontend: dict[str, str]
+) -> None:
+    """Every API: the person identified in the app, the return opened another browser and
+    was forwarded to the front end, which sends it with its secret (``api-return``): its own
+    browser is logged in, and the answer says as whom."""
+    spa = browser_api()
+    started = api_start(spa, broker, {"purpose": "login"})
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    response = spa.finish(started.reference, urlsplit(url).query)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["status"], body["purpose"], body["door"]) == ("SUCCESS", "login", "logged_in")
+    assert body["user"] == {"id": str(linked.pk), "username": linked.get_username()}
+    assert spa.client.session[SESSION_KEY] == str(linked.pk)
+
+
+def test_a_forwarded_return_without_an_account_signs_up_as_signup_says(
+    broker: ScriptedBroker, eid: Callable[..., None], frontend: dict[str, str]
+) -> None:
+    eid(SIGNUP="form")
+    spa = browser_api()
+    started = api_start(spa, broker, {"purpose": "signup"})
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    body = spa.finish(started.reference, urlsplit(url).query).json()
+    assert (body["door"], body["user"]) == ("signup_form", None)
+    assert spa.client.get("/eid/signup/").status_code == 200
+
+
+def test_another_browser_cannot_send_the_return(
+    broker: ScriptedBroker, linked: AbstractBaseUser, frontend: dict[str, str]
+) -> None:
+    spa = browser_api()
+    started = api_start(spa, broker, {"purpose": "login"})
+    url = forwarded(identified(broker, started, OTHER_DEVICE))
+    thief = browser_api()
+    problem(thief.finish(started.reference, urlsplit(url).query), 403, "not_this_browser")
+    assert SESSION_KEY not in thief.client.session
+    assert (started.refresh().status, started.refresh().user_id) == (Status.PENDING, None)
+
+
+def test_a_visitor_only_starts_at_the_door(broker: ScriptedBroker) -> None:
+    spa = browser_api()
+    problem(spa.start(), 401, "login_required")
+    problem(spa.start({"purpose": "verify"}), 401, "login_required")
+    body = problem(spa.start({"purpose": "enter"}), 400, "purpose_invalid")
+    assert body["errors"][0]["field"] == "purpose"
+    assert broker.create_requests == []
+
+
+def test_a_start_at_the_door_needs_the_csrf_token(broker: ScriptedBroker) -> None:
+    """Login CSRF: another site's page cannot start a login in the visitor's browser."""
+    spa = browser_api()
+    problem(spa.start({"purpose": "login"}, headers={"X-CSRFToken": ""}), 403, "csrf_failed")
+    assert broker.create_requests == []
+
+
+def test_a_logged_in_caller_at_the_door_verifies(
+    broker: ScriptedBroker, alice: AbstractBaseUser
+) -> None:
+    from tests.fixtures_views import logged_in
+
+    api = Api(logged_in(alice))
+    started = api_start(api, broker, {"purpose": "login"})
+    assert (started.row.purpose, started.row.user_id) == ("verify", alice.pk)
+
+
+def test_a_refused_token_is_not_a_visitor(broker: ScriptedBroker, token_auth: None) -> None:
+    """Credentials sent and refused stay a 401: never a start at the door."""
+    app = Api(Client(), headers={"Authorization": "Token nope"})
+    problem(app.start({"purpose": "login"}), 401, "login_required")
+    assert broker.create_requests == []
+
+
+def test_a_visitor_s_return_of_a_verification_is_401(
+    broker: ScriptedBroker, alice: AbstractBaseUser
+) -> None:
+    from tests.fixtures_views import logged_in
+
+    started: Started = api_start(Api(logged_in(alice)), broker)
+    problem(browser_api().finish(started.reference, "eid_return=success"), 401, "login_required")
