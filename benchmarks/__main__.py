@@ -1,8 +1,8 @@
 """``python -m benchmarks [names...] [--quick]``: run the benchmarks, write results/latest.json.
 
-Names: token, connections, app, load, outage, reconcile, pending (the default: these
-seven, in that order), and million (issue 15's million identifications: a run of its own,
-``make bench-million``, since it takes longer than the seven together).
+Names: token, connections, app, load, outage, reconcile, pending, login (the default:
+these eight, in that order), and million (issue 15's million identifications: a run of its own,
+``make bench-million``, since it takes longer than the others together).
 PostgreSQL and Redis come from ``DATABASE_URL`` / ``EID_TEST_REDIS_URL``, or
 are started with ``.ci/services.sh start``. See docs/benchmarks.md.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.common import RESULTS, ROOT, log, machine, services_env, with_database
 
-DEFAULT = ("token", "connections", "app", "load", "outage", "reconcile", "pending")
+DEFAULT = ("token", "connections", "app", "load", "outage", "reconcile", "pending", "login")
 NAMES = (*DEFAULT, "million")
 
 
@@ -104,6 +104,10 @@ def _run(name: str, quick: bool, services: dict[str, str]) -> dict[str, Any]:
         from benchmarks import pending_limit
 
         return pending_limit.run(quick, services)
+    if name == "login":
+        from benchmarks import login_cost
+
+        return login_cost.run(quick)
     if name == "million":
         return _million(quick, services)
     from benchmarks import outage

@@ -188,12 +188,12 @@ def identification_json(row: Identification) -> dict[str, Any]:
     return data
 
 
-def door_json(request: HttpRequest, row: Identification) -> dict[str, Any]:
+def door_json(request: HttpRequest, row: Identification, *, fresh: bool = False) -> dict[str, Any]:
     """An identification at the door that came back to this browser: logs it in (or signs
     up, ``SIGNUP = "auto"``) and says who is logged in now (``user``, else ``null``) and what
     happened (``door``: ``logged_in``, ``signed_up``, ``signup_form``, ``no_account``)."""
     try:
-        arrival = door.arrive(request, row)
+        arrival = door.arrive(request, row, fresh=fresh)
     except flow.Refused as refused:
         raise Problem.refused(refused) from None
     data = identification_json(row)
@@ -536,8 +536,6 @@ class StartView(ApiView):
         # The front end keeps it (as the browser keeps its session): a return that reaches
         # the front end with it is one the front end that started received (api-return).
         secret = secrets.token_urlsafe(32)
-        if at_the_door and request.session.session_key is None:
-            request.session.save()  # the anonymous caps count by the session's key
         try:
             started = flow.start(
                 caller.user,
@@ -559,7 +557,7 @@ class StartView(ApiView):
                 return_key=crypto.secret_hash(secret),
                 request=request,
                 purpose=purpose,
-                session_key=request.session.session_key if at_the_door else None,
+                browser_key=state.browser_key(request) if at_the_door else None,
             )
         except flow.Refused as refused:
             raise Problem.refused(refused) from None
@@ -667,7 +665,7 @@ class ReturnView(ApiView):
         row = returned.identification
         if not caller.user.is_authenticated:
             # At the door: this browser logs in (its session), or signs up.
-            return answer(door_json(request, row))
+            return answer(door_json(request, row, fresh=returned.acted))
         return answer(identification_json(row))
 
 

@@ -53,9 +53,10 @@ class Arrival:
     next_url: str = ""
 
 
-def arrive(request: HttpRequest, row: Identification) -> Arrival | None:
+def arrive(request: HttpRequest, row: Identification, *, fresh: bool = False) -> Arrival | None:
     """``row``, an identification at the door this browser started, finished: ``None`` if it
     did not succeed (its outcome is what the browser sees), else the :class:`Arrival`.
+    ``fresh``: this request finished it (see :func:`log_in`).
 
     Raises :class:`~django_eid.flows.refused.Refused`: ``login_failed`` when the backend is
     not installed or refuses the account, or what an automatic sign-up refuses.
@@ -64,7 +65,7 @@ def arrive(request: HttpRequest, row: Identification) -> Arrival | None:
         return None
     adapter = get_adapter()
     if row.user_id is not None:
-        user = log_in(request, row)
+        user = log_in(request, row, fresh=fresh)
         return Arrival(Arrived.LOGGED_IN, user, _next(request, row, adapter.login_redirect_url))
     state.keep_verified(request, row.reference)
     if adapter.is_open_for_signup(request, row):
@@ -84,11 +85,23 @@ def arrive(request: HttpRequest, row: Identification) -> Arrival | None:
     return Arrival(Arrived.NO_ACCOUNT)
 
 
-def log_in(request: HttpRequest, row: Identification) -> Any:
+def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) -> Any:
     """Log this browser in as the account ``row`` verified, through ``authenticate()``
     (:class:`~django_eid.backends.EidBackend`); the user. ``Refused`` (``login_failed``)
-    when no backend answers."""
-    user = authenticate(request, identification=row)
+    when no backend answers.
+
+    ``fresh``: this very request finished ``row`` (:func:`django_eid.flows.finish.complete`
+    found the linked account, checked that it may log in, and stored the ``SUCCESS``
+    moments ago): the backend's check of the same is not asked again, and Django's
+    ``login()`` is told the backend (:func:`django_eid.flows.login.backend_path`).
+    """
+    backend = login.backend_path()
+    user: Any
+    if fresh and backend is not None and row.is_verified and row.user is not None:
+        user = row.user
+    else:
+        user = authenticate(request, identification=row)
+        backend = None  # authenticate() said which
     if user is None:
         logger.error(
             "Identification %s could not log in: django_eid.backends.EidBackend is not in "
@@ -96,7 +109,7 @@ def log_in(request: HttpRequest, row: Identification) -> Any:
             row.pk,
         )
         raise Refused(outcomes.LOGIN_FAILED)
-    auth_login(request, user)
+    auth_login(request, user, backend=backend)
     login.logged_in(row, request)
     return user
 

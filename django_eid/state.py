@@ -107,6 +107,21 @@ def consume(request: HttpRequest, reference: str) -> None:
 DOOR_KEY: Final = "django_eid_door"
 
 
+#: A random key of this browser's session, by which the anonymous caps count its starts.
+BROWSER_KEY: Final = "django_eid_browser"
+
+
+def browser_key(request: HttpRequest) -> str:
+    """This browser session's key for the anonymous caps (:mod:`django_eid.flows.caps`):
+    random, kept in the session (and through a login, which keeps the session's data), so
+    the session need not be saved before its first start to be counted."""
+    value = request.session.get(BROWSER_KEY)
+    if not isinstance(value, str) or len(value) != 32:
+        value = secrets.token_hex(16)
+        request.session[BROWSER_KEY] = value
+    return value
+
+
 def keep_verified(request: HttpRequest, reference: str) -> None:
     """Remember that this browser verified ``reference`` at the door, without an account."""
     request.session[DOOR_KEY] = {"reference": reference, "at": time.time()}

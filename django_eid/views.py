@@ -151,8 +151,6 @@ class Starting(View):
         """Start with the valid ``form`` (and what a gate asked: ``demand``), then send the
         browser to the broker, or to the page that frames it."""
         demand = demand or Demand()
-        if purpose != Identification.Purpose.VERIFY and request.session.session_key is None:
-            request.session.save()  # the anonymous caps count by the session's key
         try:
             started = flow.start(
                 request.user,
@@ -168,7 +166,9 @@ class Starting(View):
                 providers=demand.providers,
                 request=request,
                 purpose=purpose,
-                session_key=request.session.session_key,
+                browser_key=(
+                    state.browser_key(request) if purpose != Identification.Purpose.VERIFY else None
+                ),
             )
         except flow.Refused as refused:
             return render_refusal(request, refused)
@@ -308,13 +308,15 @@ def _purpose(value: str | None) -> str:
     return signup_ if value == signup_ else Identification.Purpose.LOGIN
 
 
-def arrive(request: HttpRequest, row: Identification) -> HttpResponse | str | None:
+def arrive(
+    request: HttpRequest, row: Identification, *, fresh: bool = False
+) -> HttpResponse | str | None:
     """A visitor's identification at the door finished, in the browser that started it
     (its one-time state just used): where they go, as a URL or a page; ``None`` for an
     identification that did not succeed (its outcome page, as any). See
     :func:`django_eid.door.arrive`."""
     try:
-        arrival = door.arrive(request, row)
+        arrival = door.arrive(request, row, fresh=fresh)
     except flow.Refused as refused:
         return render_refusal(request, refused)
     if arrival is None:
@@ -586,7 +588,7 @@ class CallbackView(View):
         if returned.acted:
             self.on_finished(request, row)
         if row.at_the_door and not request.user.is_authenticated:
-            arrived = arrive(request, row)
+            arrived = arrive(request, row, fresh=returned.acted)
             if isinstance(arrived, str):
                 return self.go(request, row, arrived)
             if arrived is not None:

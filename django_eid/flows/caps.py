@@ -4,7 +4,8 @@ Each start is a session the broker bills, and a visitor without an account is an
 pending limit of a user (:mod:`django_eid.flows.pending`) has no user to count by. So a start
 at the door is counted per browser session (``LOGIN_MAX_PENDING_PER_SESSION`` in each window
 of ``SESSION_MAX_AGE``: every start that can still be pending, and those that ended, which
-the broker billed too) and per client address (``LOGIN_RATE``, ``"60/h"``: an attacker drops
+the broker billed too; the session is known by a random key it keeps,
+:func:`django_eid.state.browser_key`, so a first start needs no session saved before it) and per client address (``LOGIN_RATE``, ``"60/h"``: an attacker drops
 the cookie, not the address). One statement counts both (:func:`spend`): an upsert on the
 counters' primary key, which on PostgreSQL waits for a parallel start's row lock and then
 counts on from it, so parallel starts cannot all pass.
@@ -39,7 +40,7 @@ ADDRESS: Final = "a:"
 
 
 def counter_key(prefix: str, value: str) -> str:
-    """The key of ``value``'s counter: a keyed hash, never the session key or address."""
+    """The key of ``value``'s counter: a keyed hash, never the browser's key or address."""
     digest = salted_hmac("django_eid.caps", value, algorithm="sha256").hexdigest()
     return prefix + digest
 
@@ -65,7 +66,7 @@ def window_start(now: datetime.datetime, seconds: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(stamp - stamp % seconds, tz=datetime.UTC)
 
 
-def spend(session_key: str | None, client_ip: str | None) -> None:
+def spend(browser_key: str | None, client_ip: str | None) -> None:
     """Count a start at the door; :class:`Refused` (``too_many_starts``, 429) past a cap.
 
     The start is counted even when refused: a flood stays refused until its window ends.
@@ -74,9 +75,9 @@ def spend(session_key: str | None, client_ip: str | None) -> None:
     rate = eid_settings.LOGIN_RATE
     now = timezone.now()
     counters: list[tuple[str, datetime.datetime, int]] = []
-    if per_session is not None and session_key:
+    if per_session is not None and browser_key:
         window = window_start(now, eid_settings.SESSION_MAX_AGE)
-        counters.append((counter_key(SESSION, session_key), window, per_session))
+        counters.append((counter_key(SESSION, browser_key), window, per_session))
     address = address_of(client_ip)
     if rate is not None and address is not None:
         starts, seconds = rate

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connections, router
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -46,11 +47,17 @@ def door_open() -> bool:
     """Whether the site logs people in by eID: ``django_eid.backends.EidBackend`` (or a
     subclass) is in ``AUTHENTICATION_BACKENDS``. Until it is, nobody starts at the door
     (each start would be a billed session that logs nobody in): upgrading opens nothing."""
-    return _has_eid_backend(tuple(getattr(settings, "AUTHENTICATION_BACKENDS", ())))
+    return backend_path() is not None
+
+
+def backend_path() -> str | None:
+    """The dotted path of the first ``EidBackend`` (or subclass) in
+    ``AUTHENTICATION_BACKENDS``, or ``None``."""
+    return _eid_backend(tuple(getattr(settings, "AUTHENTICATION_BACKENDS", ())))
 
 
 @functools.lru_cache(maxsize=4)
-def _has_eid_backend(paths: tuple[str, ...]) -> bool:
+def _eid_backend(paths: tuple[str, ...]) -> str | None:
     from django_eid.backends import EidBackend
 
     for path in paths:
@@ -59,8 +66,8 @@ def _has_eid_backend(paths: tuple[str, ...]) -> bool:
         except ImportError:
             continue  # Django's own check names it
         if isinstance(backend, type) and issubclass(backend, EidBackend):
-            return True
-    return False
+            return path
+    return None
 
 
 def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
@@ -70,19 +77,47 @@ def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
     key = uid_key_of(provider, fields.get("identity_provider_unique_id"))
     if key is None:
         return None
-    # Locked: a removal of the link waits for this login's outcome to commit.
-    link = LinkedIdentity.objects.select_for_update().filter(key=key).only("user_id").first()
-    if link is None:
-        return None
-    return get_user_model()._default_manager.filter(pk=link.user_id).first()
+    # One query, the link joined (the login checks again that it is there:
+    # account_to_log_in, so a link removed meanwhile logs nobody in). Raw SQL read by the
+    # ORM, compiled once: it runs on every login (docs/benchmarks.md, benchmark 8).
+    users = get_user_model()._default_manager
+    db = connections[router.db_for_read(LinkedIdentity)]
+    found = list(users.db_manager(db.alias).raw(_account_sql(db), [key]))
+    return found[0] if found else None
 
 
-def level_of(row: Identification) -> str:
-    """The level of assurance a login by ``row`` has: the one the broker stated, else (an
-    API whose records state none) the provider's published one, else ``""`` (unknown)."""
-    if row.level_of_assurance or broker_api().states_level:
-        return row.level_of_assurance
-    return published_level(row.identity_provider) or ""
+_ACCOUNT_SQL: dict[tuple[str, str], str] = {}
+
+
+def _account_sql(db: Any) -> str:
+    """``SELECT`` the user columns of the account linked to the key ``%s``."""
+    cache_key = (db.vendor, settings.AUTH_USER_MODEL)
+    sql = _ACCOUNT_SQL.get(cache_key)
+    if sql is None:
+        q = db.ops.quote_name
+        users = get_user_model()._meta
+        links = LinkedIdentity._meta
+        user_table, link_table = q(users.db_table), q(links.db_table)
+        user_columns = [q(f.column or f.name) for f in users.concrete_fields]
+        columns = ", ".join(f"{user_table}.{column}" for column in user_columns)
+        link_column = {f.name: q(f.column or f.name) for f in links.concrete_fields}
+        link_user, link_key = link_column["user"], link_column["key"]
+        user_pk = q(users.pk.column or users.pk.name)
+        # Names from the models' _meta, never input.
+        sql = _ACCOUNT_SQL[cache_key] = (
+            f"SELECT {columns} FROM {user_table} INNER JOIN {link_table} "  # noqa: S608
+            f"ON {link_table}.{link_user} = {user_table}.{user_pk} "
+            f"WHERE {link_table}.{link_key} = %s"
+        )
+    return sql
+
+
+def level_of(stated: str, provider: str) -> str:
+    """The level of assurance of a login: the one the broker ``stated``, else (an API whose
+    records state none) ``provider``'s published one, else ``""`` (unknown)."""
+    if stated or broker_api().states_level:
+        return stated
+    return published_level(provider) or ""
 
 
 def can_authenticate(user: Any) -> bool:
@@ -91,17 +126,20 @@ def can_authenticate(user: Any) -> bool:
     return getattr(user, "is_active", None) is not False
 
 
-def refusal(row: Identification) -> str | None:
-    """The rules of the door, on ``row`` about to be ``SUCCESS``: a rejection code or ``None``.
+def refusal(level: str, provider: str, account: Any | None) -> str | None:
+    """The rules of the door, before an identification is stored ``SUCCESS``: the ``level``
+    the broker stated (or ``""``), the ``provider`` the person used, the ``account`` linked
+    to them (``None``: none); a rejection code or ``None``.
 
     ``LOA_TOO_LOW`` for a level below ``LOGIN_MIN_LOA`` (or unknown), also when no account
     is linked (a sign-up opens an account as surely as a login); ``ACCOUNT_INACTIVE`` when
-    the linked account may not log in.
+    the linked account may not log in. Decided before the ``SUCCESS`` is written: nobody
+    ever sees such a row verified.
     """
     minimum = eid_settings.LOGIN_MIN_LOA
-    if minimum is not None and level_rank(level_of(row)) < level_rank(minimum):
+    if minimum is not None and level_rank(level_of(level, provider)) < level_rank(minimum):
         return outcomes.LOA_TOO_LOW
-    if row.user is not None and not can_authenticate(row.user):
+    if account is not None and not can_authenticate(account):
         return outcomes.ACCOUNT_INACTIVE
     return None
 
@@ -121,15 +159,18 @@ def account_to_log_in(row: object) -> Any | None:
     age = timezone.now() - row.completed_at
     if age > datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE):
         return None
-    # Read again: the row may have been bound or rejected since it was loaded.
-    fresh = (
-        Identification.objects.filter(pk=row.pk, status=Status.SUCCESS, anonymized_at__isnull=True)
-        .values_list("user_id", flat=True)
-        .first()
+    # One query, read afresh: the row still verified and this account's, and (a login of a
+    # linked person) the person still linked to it.
+    users = get_user_model()._default_manager.filter(
+        pk=row.user_id,
+        eid_identifications__pk=row.pk,
+        eid_identifications__status=Status.SUCCESS,
+        eid_identifications__anonymized_at__isnull=True,
     )
-    if fresh is None or fresh != row.user_id:
-        return None
-    user = get_user_model()._default_manager.filter(pk=row.user_id).first()
+    key = uid_key(row)
+    if key is not None:
+        users = users.filter(eid_links__key=key)
+    user = users.first()
     return user if user is not None and can_authenticate(user) else None
 
 
@@ -137,9 +178,9 @@ def logged_in(row: Identification, request: HttpRequest | None) -> None:
     """After Django's ``login()`` by ``row``: the link's last use, and ``eid_login``."""
     key = uid_key(row)
     if key is not None and row.user_id is not None:
-        LinkedIdentity.objects.filter(key=key, user_id=row.user_id).update(
-            last_used_at=timezone.now()
-        )
+        # One UPDATE, by the key's unique index.
+        links = LinkedIdentity.objects.filter(key=key, user_id=row.user_id)
+        links.update(last_used_at=timezone.now())
     logger.info("User %s logged in by identification %s.", row.user_id, row.pk)
     from django_eid.flows.finish import send
 

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections, router
 from django.utils import timezone
 
+from django_eid import crypto
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
 
@@ -79,6 +80,19 @@ class StartSql:
             f" AND {col['anonymized_at']} IS NULL AND {col['created_at']} >= %s)"
             f" OR ({col['status']} = %s AND {col['completed_at']} >= %s))"
         )
+        # The new row: every concrete column but the auto-incremented key, whose value
+        # comes back (RETURNING where the database has it).
+        self.insert_fields = [
+            f for f in ident.concrete_fields if not (f.primary_key and f.db_returning)
+        ]
+        columns = ", ".join(col[f.name] for f in self.insert_fields)
+        marks = ", ".join(["%s"] * len(self.insert_fields))
+        self.returning = bool(db.features.can_return_columns_from_insert)
+        pk_column = col[ident.pk.name]
+        self.insert_sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})" + (  # noqa: S608
+            f" RETURNING {pk_column}" if self.returning else ""
+        )
+        self.pk_column = ident.pk.column or ident.pk.name
         self.request_id_sql = (
             f"UPDATE {table} SET {col['request_id']} = %s WHERE {col[ident.pk.name]} = %s"  # noqa: S608
         )
@@ -122,6 +136,22 @@ class StartSql:
         with db.cursor() as cursor:
             cursor.execute(self.lock_sql, [user_model._meta.pk.get_db_prep_value(user_pk, db)])
             cursor.fetchall()
+
+    def insert(self, db: BaseDatabaseWrapper, row: Identification) -> None:
+        """INSERT the new ``row`` (its values prepared by its fields, as ``save()`` would:
+        the defaults, the number's lookup hash); its key set from the database."""
+        if row.social_security_number:  # never at a start; kept in step as save() keeps it
+            row.social_security_number_hash = crypto.lookup_hash(row.social_security_number)
+        values = [f.get_db_prep_save(f.pre_save(row, add=True), db) for f in self.insert_fields]
+        with db.cursor() as cursor:
+            cursor.execute(self.insert_sql, values)
+            if self.returning:
+                (pk,) = cursor.fetchone()
+            else:
+                pk = db.ops.last_insert_id(cursor, Identification._meta.db_table, self.pk_column)
+        row.pk = pk
+        row._state.adding = False
+        row._state.db = db.alias
 
     def set_request_id(self, db: BaseDatabaseWrapper, row: Identification, value: str) -> None:
         ident = Identification._meta

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from django.db import connections, router
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
@@ -84,17 +85,44 @@ def find(user: Any, reference: str) -> Identification | None:
     """
     if not REFERENCE_RE.match(reference):
         return None
+    row = by_reference(reference)
+    if row is None:
+        return None
     if not getattr(user, "is_authenticated", False):
-        door = Identification.objects.filter(reference=reference).exclude(
-            purpose=Identification.Purpose.VERIFY
-        )
-        return door.defer("social_security_number").first()
-    # The number is decrypted only if read: a row under a removed key still answers.
-    rows = Identification.objects.filter(reference=reference, user=user)
-    row = rows.defer("social_security_number").first()
-    if row is not None:
-        row.user = user  # spares a query for the signals' ``user``
+        return row if row.at_the_door else None
+    if row.user_id != user.pk:
+        return None
+    row.user = user  # spares a query for the signals' ``user``
     return row
+
+
+def by_reference(reference: str) -> Identification | None:
+    """The row ``reference``, its number not read (decrypted only if read: a row under a
+    removed key still answers).
+
+    Raw SQL, read by the ORM (its converters, the number deferred): the query of every
+    return, compiled once per backend instead of per request (docs/benchmarks.md).
+    """
+    db = connections[router.db_for_read(Identification)]
+    sql = _BY_REFERENCE.get(db.vendor)
+    if sql is None:
+        q = db.ops.quote_name
+        meta = Identification._meta
+        columns = ", ".join(
+            q(f.column)
+            for f in meta.concrete_fields
+            if f.column and f.name != "social_security_number"
+        )
+        reference_column = q(meta.get_field("reference").column or "reference")
+        # Names from the model's _meta, never input.
+        sql = _BY_REFERENCE[db.vendor] = (
+            f"SELECT {columns} FROM {q(meta.db_table)} WHERE {reference_column} = %s"  # noqa: S608
+        )
+    rows = list(Identification.objects.using(db.alias).raw(sql, [reference]))
+    return rows[0] if rows else None
+
+
+_BY_REFERENCE: dict[str, str] = {}
 
 
 # Every local may hold personal data: hidden from error reports (technical 500, e-mails).

@@ -20,7 +20,6 @@ from django_eid.brokers import broker_api
 from django_eid.brokers.oidc_presets import level_rank
 from django_eid.conf import eid_settings
 from django_eid.exceptions import IdentificationRejected
-from django_eid.flows import login
 from django_eid.models import Identification
 from django_eid.records import IdentificationRecord
 
@@ -46,7 +45,6 @@ def has_rules(row: Identification) -> bool:
     """Whether any site rule applies; without one the SUCCESS is a single UPDATE."""
     return bool(
         row.same_person
-        or row.at_the_door
         or eid_settings.ONE_ACCOUNT_PER_PERSON
         or eid_settings.MIN_AGE is not None
         or eid_settings.MIN_LOA is not None
@@ -60,10 +58,6 @@ def apply_rules(row: Identification, request: HttpRequest | None) -> None:
     def reject(code: str) -> Refusal:
         return Refusal(Status.REJECTED, code, outcomes.rejection_message(code) or "")
 
-    if row.at_the_door:
-        code = login.refusal(row)
-        if code is not None:
-            raise reject(code)
     if row.same_person:
         person = claims.account_person(row.user_id, before=row)
         if person is not None and not person_keys.same_person(row, person):

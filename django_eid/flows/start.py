@@ -155,7 +155,7 @@ def start(
     return_key: str = "",
     request: HttpRequest | None = None,
     purpose: str = Identification.Purpose.VERIFY,
-    session_key: str | None = None,
+    browser_key: str | None = None,
 ) -> Started:
     """Start an identification of ``user``: the broker session, then the ``PENDING`` row.
 
@@ -164,7 +164,8 @@ def start(
     the row has no user until it finishes, and the providers are ``LOGIN_PROVIDERS``'s). A
     logged-in ``user`` starting at the door gets a verification instead: no switching
     accounts through the back door. A start at the door is counted against the anonymous
-    caps (:mod:`django_eid.flows.caps`) by its browser's ``session_key`` and ``client_ip``.
+    caps (:mod:`django_eid.flows.caps`) by its browser's ``browser_key``
+    (:func:`django_eid.state.browser_key`) and ``client_ip``.
 
     ``return_urls`` is called with the new reference. ``host`` is the site's host as the
     browser sees it, ``secure`` whether it is served over https. ``provider`` is the user's
@@ -234,8 +235,9 @@ def start(
         same_person=same_person,
     )
     if at_the_door:
-        caps.spend(session_key, client_ip)
-        row.save(force_insert=True, using=router.db_for_write(Identification, instance=row))
+        caps.spend(browser_key, client_ip)
+        alias = router.db_for_write(Identification, instance=row)
+        pending.StartSql.of(connections[alias]).insert(connections[alias], row)
     else:
         _reserve(row)
     try:
@@ -299,7 +301,7 @@ def _reserve(row: Identification) -> None:
         sql.lock(db, row.user_id)
         if sql.count_unfinished(db, row.user_id) >= eid_settings.MAX_PENDING_PER_USER:
             raise Refused(outcomes.TOO_MANY_PENDING)
-        row.save(force_insert=True, using=alias)
+        sql.insert(db, row)
 
 
 def _store_request_id(row: Identification, request_id: str) -> None:

@@ -19,7 +19,8 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from django_eid.backends import EidBackend
-from django_eid.models import Identification
+from django_eid.models import Identification, LinkedIdentity
+from django_eid.person_keys import uid_key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,8 @@ Status = Identification.Status
 
 
 def door_row(user: Any, **fields: Any) -> Identification:
-    """A login's identification as it finishes: verified at the door, bound to ``user``."""
+    """A login's identification as it finishes: verified at the door, bound to ``user``,
+    the person linked to it."""
     values: dict[str, Any] = {
         "user": user,
         "purpose": "login",
@@ -37,7 +39,11 @@ def door_row(user: Any, **fields: Any) -> Identification:
         "identity_provider_unique_id": "pid-1",
         **fields,
     }
-    return Identification.objects.create(**values)
+    row = Identification.objects.create(**values)
+    key = uid_key(row)
+    if user is not None and key is not None:
+        LinkedIdentity.objects.get_or_create(key=key, defaults={"user": user})
+    return row
 
 
 @pytest.mark.django_db
@@ -56,6 +62,10 @@ def test_the_backend_answers_only_a_fresh_verified_identification_at_the_door(
         "not an identification",
     ]
     assert [authenticate(request, identification=row) for row in refused] == [None] * 6
+    # The person's link removed since (by the account's owner): no login by it.
+    row = door_row(alice)
+    LinkedIdentity.objects.all().delete()
+    assert authenticate(request, identification=row) is None
     # Another backend's credentials are not the eID's, and passwords still work beside it.
     assert EidBackend().authenticate(request, username="alice", password="pw-alice") is None
     assert authenticate(request, username="alice", password="pw-alice") == alice
@@ -120,15 +130,23 @@ from django.test import RequestFactory
 from django.utils import timezone
 from django_eid.models import Identification
 
+from django.contrib.auth.models import AnonymousUser
+from django_eid.models import LinkedIdentity
+from django_eid.person_keys import uid_key
+
 def door_row(user, **fields):
-    return Identification.objects.create(
+    row = Identification.objects.create(
         user=user, purpose="login", status="SUCCESS", completed_at=timezone.now(),
         identity_provider="NO_BANKID_WEB", identity_provider_unique_id="pid-1",
         first_name="Kari", last_name="Nordmann", name="Kari Nordmann", **fields)
+    if user is not None:
+        LinkedIdentity.objects.get_or_create(key=uid_key(row), defaults={{"user": user}})
+    return row
 
 def request():
     made = RequestFactory().get("/")
     made.session = SessionStore()
+    made.user = AnonymousUser()
     return made
 """
 

@@ -80,7 +80,7 @@ def test_the_caps_leave_verifications_alone(
     assert not StartCounter.objects.exists()
 
 
-def test_a_start_costs_one_statement_and_keeps_no_address_or_session_key(
+def test_a_start_costs_one_statement_and_keeps_no_address_or_browser_key(
     broker: ScriptedBroker,
 ) -> None:
     with CaptureQueriesContext(connection) as queries:
