@@ -10,7 +10,8 @@ is logged in there (Django's ``login()``, ``eid_login``).
 
 Reference, alternating in the same process: a password login of bare Django views with the
 same two broker round trips (a pooled ``requests.Session``), in the same two requests: a
-POST that checks the password (``authenticate()``, ``ModelBackend``), creates the broker
+POST that checks the password as Django's ``LoginView`` does (its ``AuthenticationForm``:
+``authenticate()`` with ``ModelBackend``, ``confirm_login_allowed``), creates the broker
 session and keeps the user in the session, then a GET that fetches the record and calls
 ``login()``. Measured twice: with Django's default password hasher (what a site runs:
 PBKDF2, most of the reference's time) and with the MD5 hasher (hashing taken out: the
@@ -44,16 +45,18 @@ def _http() -> Any:
 
 
 def reference_start(request: Any) -> Any:
-    """A password login's first half: the password checked (``authenticate()``), the broker
-    session created, the user remembered in the session."""
+    """A password login's first half: the password checked as Django's ``LoginView`` checks
+    it (``AuthenticationForm``: ``authenticate()``, then ``confirm_login_allowed``), the
+    broker session created, the user remembered in the session."""
     from django.conf import settings
-    from django.contrib.auth import authenticate
+    from django.contrib.auth.forms import AuthenticationForm
     from django.http import HttpResponseRedirect
 
-    user = authenticate(
-        request, username=request.POST["username"], password=request.POST["password"]
-    )
-    assert user is not None
+    # What Django's LoginView does with the POST: its form authenticates (ModelBackend) and
+    # asks whether the user may log in.
+    form = AuthenticationForm(request, data=request.POST)
+    assert form.is_valid(), form.errors
+    user = form.get_user()
     created = _http().post(
         f"{settings.DJANGO_EID['BASE_URL']}/identification/session",
         json={"ReturnUrls": {"Success": "http://testserver/x"}, "ExternalReference": "x" * 32},

@@ -72,26 +72,39 @@ def _eid_backend(paths: tuple[str, ...]) -> str | None:
 
 def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
     """The account linked to the person ``row`` verified (its columns about to be
-    ``fields``), or ``None``: by the person's ``uid:`` key alone."""
+    ``fields``), or ``None``: by the person's ``uid:`` key alone. The link's
+    ``last_used_at`` is now: an identification at the door reached the account by it.
+
+    One statement on PostgreSQL (``UPDATE ... FROM ... RETURNING`` the user's columns),
+    two elsewhere; raw SQL read by the ORM, made once, for every login runs it
+    (docs/benchmarks.md, benchmark 8). The login checks again that the link is there
+    (:func:`account_to_log_in`), so a link removed meanwhile logs nobody in.
+    """
     provider = fields.get("identity_provider") or row.identity_provider
     key = uid_key_of(provider, fields.get("identity_provider_unique_id"))
     if key is None:
         return None
-    # One query, the link joined (the login checks again that it is there:
-    # account_to_log_in, so a link removed meanwhile logs nobody in). Raw SQL read by the
-    # ORM, compiled once: it runs on every login (docs/benchmarks.md, benchmark 8).
     users = get_user_model()._default_manager
-    db = connections[router.db_for_read(LinkedIdentity)]
-    found = list(users.db_manager(db.alias).raw(_account_sql(db), [key]))
+    db = connections[router.db_for_write(LinkedIdentity)]
+    now = timezone.now()
+    if db.vendor == "postgresql":
+        params = [db.ops.adapt_datetimefield_value(now), key]
+        found = list(users.db_manager(db.alias).raw(_account_sql(db, update=True), params))
+    else:
+        found = list(users.db_manager(db.alias).raw(_account_sql(db), [key]))
+        if found:
+            LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
     return found[0] if found else None
 
 
-_ACCOUNT_SQL: dict[tuple[str, str], str] = {}
+_ACCOUNT_SQL: dict[tuple[str, str, bool], str] = {}
 
 
-def _account_sql(db: Any) -> str:
-    """``SELECT`` the user columns of the account linked to the key ``%s``."""
-    cache_key = (db.vendor, settings.AUTH_USER_MODEL)
+def _account_sql(db: Any, *, update: bool = False) -> str:
+    """``SELECT`` the user columns of the account linked to the key ``%s``; ``update``: as
+    ``UPDATE`` of the link's ``last_used_at`` (the first ``%s``), returning them
+    (PostgreSQL's ``UPDATE ... FROM``)."""
+    cache_key = (db.vendor, settings.AUTH_USER_MODEL, update)
     sql = _ACCOUNT_SQL.get(cache_key)
     if sql is None:
         q = db.ops.quote_name
@@ -102,12 +115,22 @@ def _account_sql(db: Any) -> str:
         columns = ", ".join(f"{user_table}.{column}" for column in user_columns)
         link_column = {f.name: q(f.column or f.name) for f in links.concrete_fields}
         link_user, link_key = link_column["user"], link_column["key"]
+        used = link_column["last_used_at"]
         user_pk = q(users.pk.column or users.pk.name)
         # Names from the models' _meta, never input.
         sql = _ACCOUNT_SQL[cache_key] = (
-            f"SELECT {columns} FROM {user_table} INNER JOIN {link_table} "  # noqa: S608
-            f"ON {link_table}.{link_user} = {user_table}.{user_pk} "
-            f"WHERE {link_table}.{link_key} = %s"
+            (
+                f"UPDATE {link_table} SET {used} = %s FROM {user_table} "  # noqa: S608
+                f"WHERE {link_table}.{link_key} = %s "
+                f"AND {link_table}.{link_user} = {user_table}.{user_pk} "
+                f"RETURNING {columns}"
+            )
+            if update
+            else (
+                f"SELECT {columns} FROM {user_table} INNER JOIN {link_table} "  # noqa: S608
+                f"ON {link_table}.{link_user} = {user_table}.{user_pk} "
+                f"WHERE {link_table}.{link_key} = %s"
+            )
         )
     return sql
 
@@ -175,12 +198,8 @@ def account_to_log_in(row: object) -> Any | None:
 
 
 def logged_in(row: Identification, request: HttpRequest | None) -> None:
-    """After Django's ``login()`` by ``row``: the link's last use, and ``eid_login``."""
-    key = uid_key(row)
-    if key is not None and row.user_id is not None:
-        # One UPDATE, by the key's unique index.
-        links = LinkedIdentity.objects.filter(key=key, user_id=row.user_id)
-        links.update(last_used_at=timezone.now())
+    """After Django's ``login()`` by ``row``: ``eid_login`` (the link's last use was noted
+    when the identification reached the account: :func:`account_of`)."""
     logger.info("User %s logged in by identification %s.", row.user_id, row.pk)
     from django_eid.flows.finish import send
 

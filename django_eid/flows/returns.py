@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from django.conf import settings
 from django.db import connections, router
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
@@ -66,14 +67,33 @@ def return_urls(reference: str, absolute: Callable[[str], str]) -> ReturnUrls:
     """
 
     def url(name: str) -> str:
-        return absolute(reverse(f"django_eid:{name}", args=[reference]))
+        return absolute(_reversed(name).replace(_PLACEHOLDER, reference))
 
     return ReturnUrls(
         success=url(SUCCESS),
         abort=url(ABORT),
         error=url(ERROR),
-        callback=absolute(reverse("django_eid:oidc-callback")),
+        callback=absolute(_reversed("oidc-callback")),
     )
+
+
+#: Stands for the reference in a reversed return URL (a reference is url-safe base64, as
+#: this is: both are the same in the path, unquoted).
+_PLACEHOLDER: Final = "Reference0Placeholder0"
+
+
+def _reversed(name: str) -> str:
+    """``django_eid:<name>``'s path with :data:`_PLACEHOLDER` for the reference, reversed
+    once per URL configuration and script prefix: every start builds three."""
+    key = (name, get_script_prefix(), get_urlconf() or settings.ROOT_URLCONF)
+    path = _REVERSED.get(key)
+    if path is None:
+        args = [] if name == "oidc-callback" else [_PLACEHOLDER]
+        path = _REVERSED[key] = reverse(f"django_eid:{name}", args=args)
+    return path
+
+
+_REVERSED: dict[tuple[str, str, Any], str] = {}
 
 
 def find(user: Any, reference: str) -> Identification | None:

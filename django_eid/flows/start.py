@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from django.db import IntegrityError, connections, router, transaction
 from django.http.request import split_domain_port
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_variables
 
@@ -235,9 +236,9 @@ def start(
         same_person=same_person,
     )
     if at_the_door:
+        # Counted, not reserved: there is no user's limit to hold a place in, so the row is
+        # written once, with the broker's session id (or its failure), after the call.
         caps.spend(browser_key, client_ip)
-        alias = router.db_for_write(Identification, instance=row)
-        pending.StartSql.of(connections[alias]).insert(connections[alias], row)
     else:
         _reserve(row)
     try:
@@ -305,14 +306,39 @@ def _reserve(row: Identification) -> None:
 
 
 def _store_request_id(row: Identification, request_id: str) -> None:
-    """The broker's session id on the reserved ``row``; :class:`IntegrityError` when another
-    row has it (the unique index, not a query per start, catches a reused id)."""
+    """The broker's session id on the reserved ``row`` (a row at the door: the new row,
+    with it); :class:`IntegrityError` when another row has it (the unique index, not a query
+    per start, catches a reused id)."""
     db = connections[row._state.db or router.db_for_write(Identification, instance=row)]
-    # Inside a caller's transaction a failed UPDATE must not break it: savepoint.
+    # Inside a caller's transaction a failed statement must not break it: savepoint.
+    savepoint = transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext()
+    sql = pending.StartSql.of(db)
+    with savepoint:
+        if row._state.adding:
+            row.request_id = request_id
+            try:
+                sql.insert(db, row)
+            except IntegrityError:
+                row.request_id = None
+                raise
+            return
+        sql.set_request_id(db, row, request_id)
+    row.request_id = request_id
+
+
+def _end(row: Identification, **fields: Any) -> None:
+    """A start that failed: the reserved ``row`` leaves ``PENDING`` with ``fields``; a row at
+    the door, not written yet, is written so."""
+    if not row._state.adding:
+        finish.transition(row, **fields)
+        return
+    fields.setdefault("completed_at", timezone.now())
+    for name, value in fields.items():
+        setattr(row, name, value)
+    db = connections[router.db_for_write(Identification, instance=row)]
     savepoint = transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext()
     with savepoint:
-        pending.StartSql.of(db).set_request_id(db, row, request_id)
-    row.request_id = request_id
+        pending.StartSql.of(db).insert(db, row)
 
 
 def iframe_domain(host: str) -> str:
@@ -343,7 +369,7 @@ def _expected_number(user: Any) -> str | None:
 def _store_failure(row: Identification, err: EidError) -> None:
     """The reserved row of a start that failed at the broker becomes ``ERROR``."""
     message = scrub(str(err))
-    finish.transition(
+    _end(
         row,
         status=Status.ERROR,
         request_id=None,
@@ -365,7 +391,7 @@ def _store_unexpected_failure(row: Identification, err: Exception) -> None:
         type(err).__name__,
     )
     try:
-        finish.transition(
+        _end(
             row,
             status=Status.ERROR,
             request_id=None,

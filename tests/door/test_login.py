@@ -395,3 +395,32 @@ def test_a_failed_login_s_result_page_shows_only_the_outcome(
     assert page.context["identification"] is None
     assert page.context["start_url"] == LOGIN
     assert row_of(started).external_id not in page.content.decode()
+
+
+def test_a_start_at_the_door_that_fails_at_the_broker_is_stored_once_as_error(
+    broker: ScriptedBroker, visitor: Client
+) -> None:
+    """Written once, after the broker's answer: no user, no request id, the failure."""
+    broker.will_fail_create(500)
+    response = visitor.post(LOGIN, {"purpose": "login"})
+    assert response.status_code == 503  # broker_unreachable: a 5xx of the broker
+    (row,) = Identification.objects.all()
+    assert (row.status, row.user_id, row.request_id, row.purpose) == (
+        Status.ERROR,
+        None,
+        None,
+        "login",
+    )
+    assert row.completed_at is not None
+
+
+def test_a_reused_request_id_at_the_door_is_refused(
+    broker: ScriptedBroker, visitor: Client, door: Callable[..., Started]
+) -> None:
+    first = door()
+    broker.will_create(first.request_id)
+    response = visitor.post(LOGIN, {"purpose": "login"})
+    assert response.status_code == 502
+    failed = Identification.objects.exclude(pk=first.pk).get()
+    assert (failed.status, failed.request_id) == (Status.ERROR, None)
+    assert row_of(first).status == Status.PENDING
