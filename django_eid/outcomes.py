@@ -558,9 +558,10 @@ def destination(identification: Identification) -> tuple[str, bool]:
             return configured_url("ABORT_URL"), False
         door = identification.purpose != Identification.Purpose.VERIFY
         start = reverse("django_eid:login" if door else "django_eid:start")
-        if identification.next_url:
-            return f"{start}?{urlencode({'next': identification.next_url})}", False
-        return start, False
+        query = {"next": identification.next_url} if identification.next_url else {}
+        if identification.purpose == Identification.Purpose.SIGNUP:
+            query["purpose"] = identification.purpose  # back to signing up
+        return (f"{start}?{urlencode(query)}" if query else start), False
     if status == Status.ERROR and eid_settings.ERROR_URL:
         return configured_url("ERROR_URL"), False
     return reverse("django_eid:result", args=[identification.reference]), True

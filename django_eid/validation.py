@@ -725,7 +725,7 @@ def _door(s: EidSettings) -> Iterator[Problem]:
                 "DJANGO_EID['SIGNUP'] is 'auto', but the user model's USERNAME_FIELD is an "
                 "e-mail address, which the default adapter cannot make up: nobody signs up.",
                 "Use SIGNUP 'form' (it asks for the address), or an ADAPTER whose "
-                "populate_user() fills it.",
+                "is_open_for_signup() says yes and whose populate_user() fills it.",
             )
     from django_eid.flows.login import door_open
 

@@ -171,7 +171,7 @@ class Starting(View):
                 ),
             )
         except flow.Refused as refused:
-            return render_refusal(request, refused)
+            return self.refused(request, refused, purpose)
         reference = started.identification.reference
         if started.identification.display == Identification.Display.IFRAME:
             state.remember(request, reference, frame_url=started.url)
@@ -181,6 +181,10 @@ class Starting(View):
             return HttpResponseRedirect(frame, status=303)
         state.remember(request, reference)
         return HttpResponseRedirect(started.url)
+
+    def refused(self, request: HttpRequest, refused: flow.Refused, purpose: str) -> HttpResponse:
+        """The page of a refused start."""
+        return render_refusal(request, refused)
 
     def return_urls(self, reference: str) -> ReturnUrls:
         """The three return URLs for ``reference``; the broker fills the placeholders."""
@@ -261,7 +265,8 @@ class LoginView(Starting):
     def get(self, request: HttpRequest) -> HttpResponse:
         next_url = safe_next(request, request.GET.get("next"))
         if not login.door_open():
-            return render_outcome(request, outcomes.NOT_AVAILABLE)
+            again = self.again(_purpose(request.GET.get("purpose")))
+            return render_outcome(request, outcomes.NOT_AVAILABLE, start_url=again)
         if request.user.is_authenticated:
             start = reverse("django_eid:start")
             return HttpResponseRedirect(
@@ -291,15 +296,31 @@ class LoginView(Starting):
         return TemplateResponse(self.request, self.template_name, context, status=status)
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        purpose = _purpose(request.POST.get("purpose"))
         if not hasattr(request, "session"):
             logger.error("django-eid needs SessionMiddleware (system check E019).")
-            return render_outcome(request, outcomes.NOT_AVAILABLE)
-        purpose = _purpose(request.POST.get("purpose"))
+            return render_outcome(request, outcomes.NOT_AVAILABLE, start_url=self.again(purpose))
         restrict = None if request.user.is_authenticated else eid_settings.LOGIN_PROVIDERS
         form = StartForm(request.POST, request=request, restrict=restrict)
         if not form.is_valid():
             return self.render_form(form, status=400, purpose=purpose)
         return self.start(request, form, purpose=purpose)
+
+    def refused(self, request: HttpRequest, refused: flow.Refused, purpose: str) -> HttpResponse:
+        """A refused start at the door (429, 503 ...): "Try again" leads back here."""
+        if refused.identification is not None:
+            return render_refusal(request, refused)
+        return render_outcome(
+            request, refused.outcome, message=refused.message, start_url=self.again(purpose)
+        )
+
+    @staticmethod
+    def again(purpose: str) -> str:
+        """This page, for ``purpose`` (a sign-up's keeps saying so)."""
+        login_url = reverse("django_eid:login")
+        if purpose == Identification.Purpose.SIGNUP:
+            return f"{login_url}?{urlencode({'purpose': purpose})}"
+        return login_url
 
 
 def _purpose(value: str | None) -> str:

@@ -38,6 +38,9 @@ def test_a_browser_session_starts_at_most_its_share(
     refused = start_at_door(browser)
     assert refused.status_code == 429
     assert "Too many identifications were started" in refused.content.decode()
+    assert refused.context["start_url"] == LOGIN  # "Try again": here, not the start page
+    signing_up = browser.post(LOGIN, {"purpose": "signup"})
+    assert signing_up.context["start_url"] == f"{LOGIN}?purpose=signup"
     assert len(broker.create_requests) == 2
     assert Identification.objects.count() == 2
     # Another browser (a new session) is not this one's count.

@@ -424,3 +424,11 @@ def test_a_reused_request_id_at_the_door_is_refused(
     failed = Identification.objects.exclude(pk=first.pk).get()
     assert (failed.status, failed.request_id) == (Status.ERROR, None)
     assert row_of(first).status == Status.PENDING
+
+
+def test_a_cancelled_sign_up_goes_back_to_signing_up(
+    door: Callable[..., Started], visitor: Client
+) -> None:
+    started = door(purpose="signup", ends="abort")
+    response = visitor.get(started.abort_url())
+    assert response["Location"] == f"{LOGIN}?purpose=signup"
