@@ -136,7 +136,10 @@ class SignupForm(forms.Form):
         cleaned = super().clean() or {}
         meta = self.user_model._meta
         for name, value in list(cleaned.items()):
-            field = meta.get_field(name)
+            try:
+                field = meta.get_field(name)
+            except FieldDoesNotExist:
+                continue  # a subclass's own field: not the user model's
             if not (getattr(field, "unique", False) and value):
                 continue
             lookup = f"{name}__iexact" if isinstance(value, str) else name

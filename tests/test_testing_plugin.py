@@ -458,3 +458,21 @@ def test_a_site_gets_the_fixture_from_the_entry_point(pytester: pytest.Pytester)
     # --ds: an outer DJANGO_SETTINGS_MODULE would otherwise win over the ini file.
     result = pytester.runpytest_subprocess("--ds=site_settings", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.django_db
+def test_a_login_and_a_sign_up_at_the_door(eid_broker: EidBroker, settings: Any) -> None:
+    """The fixture serves starts at the door as it serves verifications: a site's test of
+    its eID login and sign-up reads as its test of a verification."""
+    from django.contrib.auth import SESSION_KEY, get_user_model
+
+    settings.DJANGO_EID = {**settings.DJANGO_EID, "SIGNUP": "auto"}
+    visitor = Client()
+    visitor.post("/eid/login/", {"purpose": "signup"})
+    visitor.get(eid_broker.complete(eid_broker.persons.NORWEGIAN))
+    (user,) = get_user_model().objects.all()
+    assert visitor.session[SESSION_KEY] == str(user.pk)
+    again = Client()
+    again.post("/eid/login/", {"purpose": "login"})
+    again.get(eid_broker.complete(eid_broker.persons.NORWEGIAN))
+    assert again.session[SESSION_KEY] == str(user.pk)

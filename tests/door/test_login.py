@@ -432,3 +432,31 @@ def test_a_cancelled_sign_up_goes_back_to_signing_up(
     started = door(purpose="signup", ends="abort")
     response = visitor.get(started.abort_url())
     assert response["Location"] == f"{LOGIN}?purpose=signup"
+
+
+def test_a_login_in_the_frame(
+    linked: AbstractBaseUser, door: Callable[..., Started], broker: ScriptedBroker
+) -> None:
+    """Iframe display at the door: the page that frames the broker is the visitor's (their
+    browser's state), its return in the frame logs the browser in and leaves the frame."""
+    visitor = Client()
+    started = door(visitor, display="iframe")
+    assert Client().get(f"/eid/frame/{started.reference}/").status_code == 302  # not theirs
+    broker.will_return(started.request_id)
+    response = visitor.get(started.success_url())
+    assert response.status_code == 200
+    assert "django_eid/frame_exit.html" in [t.name for t in response.templates]
+    assert logged_in_as(visitor) == str(linked.pk)
+
+
+def test_login_providers_narrow_the_door(broker: ScriptedBroker, eid: Callable[..., None]) -> None:
+    eid(ALLOWED_PROVIDERS=["NO_BANKID_WEB", "SWE_BANKID", "NO_BUYPASS"])
+    eid(LOGIN_PROVIDERS=["NO_BANKID_WEB", "NO_BUYPASS"])
+    visitor = Client()
+    choices = visitor.get(LOGIN).context["form"].fields["provider"].choices
+    assert [value for value, _label in choices] == ["NO_BANKID_WEB", "NO_BUYPASS"]
+    refused = visitor.post(LOGIN, {"purpose": "login", "provider": "SWE_BANKID"})
+    assert refused.status_code == 400
+    assert broker.create_requests == []
+    assert visitor.post(LOGIN, {"purpose": "login", "provider": "NO_BUYPASS"}).status_code == 302
+    assert broker.sent()["IdentityProvider"] == "NO_BUYPASS"

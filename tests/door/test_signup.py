@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django import forms
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
@@ -16,6 +17,7 @@ from django.test import Client
 import django_eid
 from django_eid.adapter import DefaultAdapter
 from django_eid.exceptions import BindRefused
+from django_eid.forms import SignupForm
 from django_eid.models import Identification, LinkedIdentity
 from django_eid.person_keys import uid_key
 from tests.door.conftest import row_of
@@ -343,3 +345,29 @@ def test_one_account_per_person_binds_a_person_verified_at_the_door_twice(
     assert user.username == "kari"
     # The person now holds Kari's account: Bob's verification of them is refused.
     assert verify(client=bob_client).error_code == "ONE_ACCOUNT_PER_PERSON"
+
+
+class PhoneSignupForm(SignupForm):
+    """A site's own sign-up form: a phone number beside what the default asks."""
+
+    phone = forms.CharField(max_length=20)
+
+    def clean_phone(self) -> str:
+        phone: str = self.cleaned_data["phone"]
+        if not phone.startswith("+47"):
+            raise forms.ValidationError("A Norwegian number, please.")
+        return phone
+
+
+def test_the_sign_up_form_is_the_site_s_to_replace(
+    identify_at_door: Callable[..., tuple[Started, Any]],
+    visitor: Client,
+    eid: Callable[..., None],
+) -> None:
+    eid(SIGNUP="form", SIGNUP_FORM=f"{__name__}.PhoneSignupForm")
+    identify_at_door(purpose="signup")
+    assert "phone" in visitor.get(SIGNUP).context["form"].fields
+    form = {"username": "kari", "email": "kari@example.com", "phone": "+4612345678"}
+    assert visitor.post(SIGNUP, form).status_code == 400
+    assert visitor.post(SIGNUP, {**form, "phone": "+4791234567"}).status_code == 302
+    assert logged_in_as(visitor).username == "kari"
