@@ -327,7 +327,12 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
     from django.conf import settings
 
     django.setup()
-    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
+    from django.test.utils import (
+        setup_databases,
+        setup_test_environment,
+        teardown_databases,
+        teardown_test_environment,
+    )
     from django.urls import clear_url_caches
 
     import benchmarks.app_urls  # noqa: F401 - the urlconf below
@@ -363,6 +368,8 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
         prof = profile(flow, 50 if quick else 150)
     finally:
         teardown_databases(old, verbosity=0)
+        # The next benchmark of this process sets it up again.
+        teardown_test_environment()
         reset_client()
 
     def med(values: list[float]) -> float:

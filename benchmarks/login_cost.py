@@ -184,6 +184,7 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
         setup_databases,
         setup_test_environment,
         teardown_databases,
+        teardown_test_environment,
     )
     from django.urls import clear_url_caches
 
@@ -239,6 +240,8 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
         counted = [app_login() for _ in range(max(5, iterations // 20))]
     finally:
         teardown_databases(old, verbosity=0)
+        # The next benchmark of this process sets it up again.
+        teardown_test_environment()
         reset_client()
 
     def med(values: list[float]) -> float:

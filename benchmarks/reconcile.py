@@ -53,7 +53,12 @@ def run(quick: bool = False) -> dict[str, Any]:
     from django.conf import settings
 
     django.setup()
-    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
+    from django.test.utils import (
+        setup_databases,
+        setup_test_environment,
+        teardown_databases,
+        teardown_test_environment,
+    )
     from django.urls import clear_url_caches
 
     import tests.settings
@@ -67,6 +72,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         return _measure(USERS // 4 if quick else USERS, tests.settings, eid_settings, quick)
     finally:
         teardown_databases(old, verbosity=0)
+        # The next benchmark of this process sets it up again.
+        teardown_test_environment()
 
 
 def _measure(users: int, test_settings: Any, eid_settings: Any, quick: bool) -> dict[str, Any]:
