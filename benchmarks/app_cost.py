@@ -28,13 +28,12 @@ import io
 import os
 import pstats
 import statistics
-import sys
 import time
 from collections import Counter
 from typing import Any
 
 from benchmarks import canned_broker
-from benchmarks.common import RESULTS, free_port, header, log, row, server, table_header
+from benchmarks.common import RESULTS, header, log, row, table_header
 
 #: The reference's broker: a plain pooled session, as a bare site would hold one.
 _broker: dict[str, Any] = {}
@@ -310,46 +309,16 @@ def _spread(values: list[float]) -> dict[str, float]:
 def run(quick: bool = False) -> dict[str, Any]:
     header("3. Per-identification cost inside the app (canned broker on loopback)")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    RESULTS.mkdir(exist_ok=True)
-    with server(
-        [sys.executable, "-m", "benchmarks.canned_broker", str(port)],
-        dict(os.environ),
-        RESULTS / "canned_broker.log",
-        probe=url + "/",
-    ):
+    with canned_broker.serving("canned_broker.log") as url:
         return _run(quick, url)
 
 
 def _run(quick: bool, url: str) -> dict[str, Any]:
-    import django
     from django.conf import settings
 
-    django.setup()
-    from django.test.utils import (
-        setup_databases,
-        setup_test_environment,
-        teardown_databases,
-        teardown_test_environment,
-    )
-    from django.urls import clear_url_caches
-
-    import benchmarks.app_urls  # noqa: F401 - the urlconf below
-    from django_eid.client import reset_client
-    from django_eid.conf import eid_settings
-
-    settings.ROOT_URLCONF = "benchmarks.app_urls"
-    # Another benchmark of this process may have pointed django-eid elsewhere.
-    settings.DJANGO_EID = canned_broker.settings(url)
-    eid_settings.clear()
-    reset_client()
-    clear_url_caches()
-    setup_test_environment()
-    old = setup_databases(verbosity=0, interactive=False)
-    flow = Flow()
     rounds = 5
-    try:
+    with canned_broker.in_process(url, "benchmarks.app_urls"):
+        flow = Flow()
         warmup, iterations = (20, 100) if quick else (30, 300)
         for _ in range(warmup):
             flow.app_once()
@@ -366,11 +335,6 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
         ref_counted = [flow.ref_once(counted=True) for _ in range(iterations // 10)]
         queries = _queries_of_one_app_identification(flow)
         prof = profile(flow, 50 if quick else 150)
-    finally:
-        teardown_databases(old, verbosity=0)
-        # The next benchmark of this process sets it up again.
-        teardown_test_environment()
-        reset_client()
 
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1000

@@ -15,9 +15,12 @@ process measuring the app pays only for the round trips, as it would to a real b
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import sys
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +36,57 @@ _PLACEHOLDER = "RID-PLACEHOLDER"
 #: The record, split where the RequestId goes (ids are [0-9a-z-]: nothing to escape).
 _RECORD = json.dumps(record_of(builtin_persons().NORWEGIAN, _PLACEHOLDER)).split(_PLACEHOLDER)
 _ids = itertools.count(1)
+
+
+@contextlib.contextmanager
+def serving(log_name: str) -> Iterator[str]:
+    """The canned broker in a process of its own on a free loopback port, for the block;
+    its base URL. Its output goes to ``benchmarks/results/<log_name>``."""
+    from benchmarks.common import RESULTS, free_port, server
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    RESULTS.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "benchmarks.canned_broker", str(port)]
+    with server(command, dict(os.environ), RESULTS / log_name, probe=url + "/"):
+        yield url
+
+
+@contextlib.contextmanager
+def in_process(url: str, urlconf: str, **eid: Any) -> Iterator[None]:
+    """Django set up in this process against the canned broker at ``url`` (``DJANGO_EID``
+    of :func:`settings` with ``eid``), ``urlconf`` the site's URLs, and a test database of
+    its own, for the block (benchmarks 3 and 8)."""
+    import django
+    from django.conf import settings as django_settings
+
+    django.setup()
+    from django.test.utils import (
+        setup_databases,
+        setup_test_environment,
+        teardown_databases,
+        teardown_test_environment,
+    )
+    from django.urls import clear_url_caches
+
+    from django_eid.client import reset_client
+    from django_eid.conf import eid_settings
+
+    django_settings.ROOT_URLCONF = urlconf
+    # Another benchmark of this process may have pointed django-eid elsewhere.
+    django_settings.DJANGO_EID = settings(url, **eid)
+    eid_settings.clear()
+    reset_client()
+    clear_url_caches()
+    setup_test_environment()
+    old = setup_databases(verbosity=0, interactive=False)
+    try:
+        yield
+    finally:
+        teardown_databases(old, verbosity=0)
+        # The next benchmark of this process sets it up again.
+        teardown_test_environment()
+        reset_client()
 
 
 def settings(url: str, **extra: Any) -> dict[str, Any]:

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
 from benchmarks import canned_broker
-from benchmarks.common import RESULTS, free_port, header, log, row, server, table_header
+from benchmarks.common import header, log, row, table_header
 
 PASSWORD = "bench-login-pw-1"  # a benchmark's throwaway account
 _broker: dict[str, Any] = {}
@@ -161,59 +160,37 @@ def reference_timed(username: str) -> float:
 def run(quick: bool = False) -> dict[str, Any]:
     header("8. A login by eID against a password login (canned broker on loopback)")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    RESULTS.mkdir(exist_ok=True)
-    with server(
-        [sys.executable, "-m", "benchmarks.canned_broker", str(port)],
-        dict(os.environ),
-        RESULTS / "canned_broker_login.log",
-        probe=url + "/",
-    ):
+    with canned_broker.serving("canned_broker_login.log") as url:
         return _run(quick, url)
 
 
 def _run(quick: bool, url: str) -> dict[str, Any]:
-    import django
     from django.conf import global_settings, settings
+    from django.test.utils import override_settings
 
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.test.utils import (
-        override_settings,
-        setup_databases,
-        setup_test_environment,
-        teardown_databases,
-        teardown_test_environment,
-    )
-    from django.urls import clear_url_caches
-
-    import benchmarks.login_urls  # noqa: F401 - the urlconf below
-    from django_eid.client import reset_client
-    from django_eid.conf import eid_settings
-    from django_eid.models import LinkedIdentity
-    from django_eid.person_keys import uid_key_of
-    from django_eid.sandbox.persons import builtin_persons
-
-    settings.ROOT_URLCONF = "benchmarks.login_urls"
-    settings.DJANGO_EID = canned_broker.settings(
-        url,
-        # Generous caps, so that every iteration passes them: their cost is measured,
-        # not their refusals.
-        LOGIN_MAX_PENDING_PER_SESSION=5,
-        LOGIN_RATE="1000000/h",
-    )
-    settings.AUTHENTICATION_BACKENDS = [
+    backends = [
         "django.contrib.auth.backends.ModelBackend",
         "django_eid.backends.EidBackend",
     ]
-    eid_settings.clear()
-    reset_client()
-    clear_url_caches()
-    setup_test_environment()
-    old = setup_databases(verbosity=0, interactive=False)
     warmup, iterations = (10, 60) if quick else (30, 300)
-    try:
+    with (
+        canned_broker.in_process(
+            url,
+            "benchmarks.login_urls",
+            # Generous caps, so that every iteration passes them: their cost is measured,
+            # not their refusals.
+            LOGIN_MAX_PENDING_PER_SESSION=5,
+            LOGIN_RATE="1000000/h",
+        ),
+        override_settings(AUTHENTICATION_BACKENDS=backends),
+    ):
+        # Django is set up now.
+        from django.contrib.auth import get_user_model
+
+        from django_eid.models import LinkedIdentity
+        from django_eid.person_keys import uid_key_of
+        from django_eid.sandbox.persons import builtin_persons
+
         person = builtin_persons().NORWEGIAN
         users = get_user_model().objects
         with override_settings(PASSWORD_HASHERS=global_settings.PASSWORD_HASHERS):
@@ -238,11 +215,6 @@ def _run(quick: bool, url: str) -> dict[str, Any]:
                 app_md5.append(app_login_timed())
                 ref_md5.append(reference_timed("kari-md5"))
         counted = [app_login() for _ in range(max(5, iterations // 20))]
-    finally:
-        teardown_databases(old, verbosity=0)
-        # The next benchmark of this process sets it up again.
-        teardown_test_environment()
-        reset_client()
 
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1000

@@ -12,8 +12,10 @@ person at the same instant one makes an account. :func:`sign_up` makes the accou
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, router, transaction
@@ -72,12 +74,8 @@ def bind(row: Identification, user: Any, *, request: HttpRequest | None = None) 
     """
     if getattr(user, "pk", None) is None:
         raise ValueError("bind() needs a saved user")
-    try:
-        with transaction.atomic(using=router.db_for_write(Identification, instance=row)):
-            _bind(row, user)
-    except Refused:
-        row.user = None  # rolled back
-        raise
+    with _rolled_back_on_refusal(row):
+        _bind(row, user)
     logger.info("Identification %s bound to user %s.", row.pk, user.pk)
     _announce(row, request)
     return row
@@ -102,20 +100,7 @@ def sign_up(
     if uid_key(row) is None:
         # No key to link (an eID without a unique id): the account could never log in.
         raise Refused(outcomes.CANNOT_LINK)
-    try:
-        user = _make_and_bind(row, adapter, request, form)
-    except Refused:
-        row.user = None  # rolled back
-        raise
-    logger.info("User %s signed up by identification %s.", user.pk, row.pk)
-    _announce(row, request)
-    return user
-
-
-def _make_and_bind(
-    row: Identification, adapter: DefaultAdapter, request: HttpRequest | None, form: Any
-) -> Any:
-    with transaction.atomic(using=router.db_for_write(Identification, instance=row)):
+    with _rolled_back_on_refusal(row):
         user = adapter.new_user(request, row)
         adapter.populate_user(user, row, form)
         user.set_unusable_password()
@@ -128,7 +113,20 @@ def _make_and_bind(
             logger.info("Signing up by identification %s failed: %s", row.pk, type(err).__name__)
             raise Refused(outcomes.SIGNUP_TAKEN) from err
         _bind(row, user)
+    logger.info("User %s signed up by identification %s.", user.pk, row.pk)
+    _announce(row, request)
     return user
+
+
+@contextlib.contextmanager
+def _rolled_back_on_refusal(row: Identification) -> Iterator[None]:
+    """One transaction; a :class:`Refused` inside rolls it back, ``row``'s user with it."""
+    try:
+        with transaction.atomic(using=router.db_for_write(Identification, instance=row)):
+            yield
+    except Refused:
+        row.user = None
+        raise
 
 
 def _bind(row: Identification, user: Any) -> None:
