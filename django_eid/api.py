@@ -32,6 +32,7 @@ from importlib import resources
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
+from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.serializers.json import DjangoJSONEncoder
@@ -195,7 +196,9 @@ def door_json(request: HttpRequest, row: Identification, *, fresh: bool = False)
     try:
         arrival = door.arrive(request, row, fresh=fresh)
     except flow.Refused as refused:
-        raise Problem.refused(refused) from None
+        if refused.identification is None:
+            raise Problem.refused(refused) from None
+        arrival = None  # rejected late (a receiver, at the sign-up): the row says so
     data = identification_json(row)
     data["purpose"] = row.purpose
     data["door"] = arrival.arrived.value if arrival is not None else None
@@ -285,8 +288,15 @@ def authenticate(request: HttpRequest, *, unsafe: bool) -> Caller:
 def visitor(request: HttpRequest, *, refusal: Problem) -> Caller:
     """A visitor who is not logged in, at the door: their browser's session is all there is
     (the return must reach it); else ``refusal`` (``401``). The handler checks CSRF
-    (:func:`require_csrf`) once it knows the call is one at the door."""
+    (:func:`require_csrf`) once it knows the call is one at the door.
+
+    A browser logged in by the site's session is no visitor, even where the API accepts
+    only tokens: it would otherwise log in as somebody else through the door."""
     if not hasattr(request, "session"):
+        raise refusal
+    # The session's own word: REST framework's classes replace request.user when they
+    # find no credentials of theirs.
+    if request.session.get(SESSION_KEY):
         raise refusal
     return Caller(AnonymousUser(), via_session=True, refusal=refusal)
 
@@ -642,10 +652,10 @@ class ReturnView(ApiView):
         if len(kinds) != 1 or kinds[0] not in (flow.SUCCESS, flow.ABORT, flow.ERROR):
             raise Problem(outcomes.MALFORMED_LINK)
         row = self.own_row(caller, reference)
+        held = caller.via_session and state.holds(request, reference)
         # Started from the HTML pages: only its own return URL, in its browser, ends it.
         started_here = row.channel == Identification.Channel.API and (
-            crypto.same_secret(values.get("secret"), row.return_key)
-            or (caller.via_session and state.holds(request, reference))
+            crypto.same_secret(values.get("secret"), row.return_key) or held
         )
         try:
             returned = flow.return_to(
@@ -664,7 +674,11 @@ class ReturnView(ApiView):
             state.consume(request, reference)
         row = returned.identification
         if not caller.user.is_authenticated:
-            # At the door: this browser logs in (its session), or signs up.
+            # At the door: this browser logs in (its session), or signs up; only the request
+            # that finished it, or the browser that still holds its one-time state. The
+            # secret alone again (a replay, a restored tab after a logout) logs nobody in.
+            if not (returned.acted or held):
+                raise Problem(outcomes.NOT_THIS_BROWSER)
             return answer(door_json(request, row, fresh=returned.acted))
         return answer(identification_json(row))
 

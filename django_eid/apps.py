@@ -13,10 +13,16 @@ class DjangoEidConfig(AppConfig):
     def ready(self) -> None:
         import logging
 
+        from django.contrib.auth.signals import user_logged_in
+
         from django_eid import checks  # noqa: F401  (registers the system checks)
         from django_eid.signals import hide_rejections
+        from django_eid.state import forget_verified_at_login
 
         logging.getLogger("django.dispatch").addFilter(hide_rejections)
+        # A person verified at the door and waiting to sign up is not whoever logs in next
+        # in this browser (a shared computer): Django's login() keeps the session's data.
+        user_logged_in.connect(forget_verified_at_login, dispatch_uid="django_eid.door")
         _import_token_cache_library()
 
 

@@ -92,16 +92,14 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
 
     ``fresh``: this very request finished ``row`` (:func:`django_eid.flows.finish.complete`
     found the linked account, checked that it may log in, and stored the ``SUCCESS``
-    moments ago): the backend's check of the same is not asked again, and Django's
-    ``login()`` is told the backend (:func:`django_eid.flows.login.backend_path`).
+    moments ago): the backend answers from that without asking the database again
+    (:func:`django_eid.flows.login.account_to_log_in`); a site's subclass still decides.
     """
-    backend = login.backend_path()
-    user: Any
-    if fresh and backend is not None and row.is_verified and row.user is not None:
-        user = row.user
-    else:
-        user = authenticate(request, identification=row)
-        backend = None  # authenticate() said which
+    if fresh:
+        # The backend's check of what this request checked moments ago is answered without
+        # asking the database again (account_to_log_in); the site's subclass still decides.
+        row.finished_here = True
+    user = authenticate(request, identification=row)
     if user is None:
         logger.error(
             "Identification %s could not log in: django_eid.backends.EidBackend is not in "
@@ -109,7 +107,9 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
             row.pk,
         )
         raise Refused(outcomes.LOGIN_FAILED)
-    auth_login(request, user, backend=backend)
+    auth_login(request, user)
+    # Whoever it was waiting to sign up in this browser, it is this account's now.
+    state.forget_verified(request)
     login.logged_in(row, request)
     return user
 

@@ -308,6 +308,10 @@ class Identification(models.Model):
     #: (:func:`django_eid.flows.link.link`), so the page need not ask whether another
     #: account holds the person.
     linked_now: bool = False
+    #: Not stored: ``True`` once the request holding this instance finished it at the door,
+    #: the account found and checked (:func:`django_eid.door.log_in`), so the backend need
+    #: not read it again.
+    finished_here: bool = False
 
     class Meta:
         verbose_name = _("identification")

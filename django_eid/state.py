@@ -142,6 +142,13 @@ def forget_verified(request: HttpRequest) -> None:
         del request.session[DOOR_KEY]
 
 
+def forget_verified_at_login(sender: Any, request: HttpRequest | None, **kwargs: Any) -> None:
+    """Receiver of Django's ``user_logged_in``: whoever logs in, this browser's person
+    waiting to sign up is forgotten (bind before logging the new account in)."""
+    if request is not None:
+        forget_verified(request)
+
+
 # -- what a gate asked for (``django_eid.decorators``) -------------------------------------
 #: Per destination (the start's ``next``): why a gate sent the user, and what it requires of
 #: the identification they are about to start (the same person, the providers).

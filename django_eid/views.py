@@ -348,10 +348,12 @@ def arrive(
         signup_url = outcomes.configured_url("SIGNUP_URL") if eid_settings.SIGNUP_URL else None
         if signup_url and row.purpose == Identification.Purpose.SIGNUP:
             return signup_url  # the site's own sign-up, which binds the pending identification
+        login_url = resolve_url(settings.LOGIN_URL)
         context = {
             "outcome": outcomes.NO_ACCOUNT,
             "signup_url": signup_url,
-            "login_url": resolve_url(settings.LOGIN_URL),
+            # Another way to log in: not this page again (LOGIN_URL may be it).
+            "login_url": None if login_url == reverse("django_eid:login") else login_url,
         }
         return TemplateResponse(request, "django_eid/no_account.html", context)
     return arrival.next_url
@@ -376,6 +378,9 @@ class SignupView(View):
     row: Identification
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.user.is_authenticated:
+            # An account is logged in here: nobody signs up as somebody else in its browser.
+            return HttpResponseRedirect(get_adapter().login_redirect_url(request))
         row = signup.pending(state.verified(request))
         if row is None:
             # "Try again": signing up with an eID.
@@ -776,7 +781,10 @@ class ResultView(View):
             # Anyone with the link: the outcome's words, nothing of the row.
             if not row.is_finished or row.status == Identification.Status.SUCCESS:
                 return render_outcome(request, outcomes.INVALID_LINK)
-            return render_outcome(request, outcomes.of(row), start_url=start_url_of(row))
+            outcome = outcomes.of(row)
+            if row.error_code == outcomes.RECEIVER_REJECTED:
+                outcome = outcomes.REJECTED  # the site's own words may describe the person
+            return render_outcome(request, outcome, start_url=start_url_of(row))
         if row is None or not row.is_finished:
             return render_outcome(request, outcomes.INVALID_LINK)
         if row.status == Identification.Status.SUCCESS:

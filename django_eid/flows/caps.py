@@ -22,6 +22,7 @@ import ipaddress
 import sqlite3
 from typing import TYPE_CHECKING, Any, Final
 
+from django.conf import settings
 from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
@@ -45,13 +46,19 @@ def counter_key(prefix: str, value: str) -> str:
     return prefix + digest
 
 
-def address_of(client_ip: str | None) -> str | None:
-    """What a client address is counted as: the address, an IPv6 one's /64 network;
-    ``None`` for no address or none valid (not counted: nothing to count it by)."""
+#: What every start without a usable client address is counted as, together: a server
+#: behind a socket or a proxy that leaves ``REMOTE_ADDR`` empty (or writes ``ip:port``)
+#: must not turn the cap off, so such starts share one counter (check the deployment).
+UNKNOWN_ADDRESS: Final = "unknown"
+
+
+def address_of(client_ip: str | None) -> str:
+    """What a client address is counted as: the address, an IPv6 one's /64 network, and
+    :data:`UNKNOWN_ADDRESS` for none or one that is not an address."""
     try:
         address = ipaddress.ip_address((client_ip or "").strip())
     except ValueError:
-        return None
+        return UNKNOWN_ADDRESS
     if address.version == 6:
         mapped = address.ipv4_mapped
         if mapped is not None:
@@ -61,9 +68,11 @@ def address_of(client_ip: str | None) -> str | None:
 
 
 def window_start(now: datetime.datetime, seconds: int) -> datetime.datetime:
-    """The start of the fixed window of ``seconds`` that ``now`` is in (aligned to the epoch)."""
+    """The start of the fixed window of ``seconds`` that ``now`` is in (aligned to the epoch),
+    as the database stores datetimes: aware with ``USE_TZ``, else naive local time."""
     stamp = int(now.timestamp())
-    return datetime.datetime.fromtimestamp(stamp - stamp % seconds, tz=datetime.UTC)
+    start = datetime.datetime.fromtimestamp(stamp - stamp % seconds, tz=datetime.UTC)
+    return start if settings.USE_TZ else timezone.make_naive(start)
 
 
 def spend(browser_key: str | None, client_ip: str | None) -> None:
@@ -79,7 +88,7 @@ def spend(browser_key: str | None, client_ip: str | None) -> None:
         window = window_start(now, eid_settings.SESSION_MAX_AGE)
         counters.append((counter_key(SESSION, browser_key), window, per_session))
     address = address_of(client_ip)
-    if rate is not None and address is not None:
+    if rate is not None:
         starts, seconds = rate
         counters.append((counter_key(ADDRESS, address), window_start(now, seconds), starts))
     if not counters:

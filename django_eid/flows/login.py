@@ -87,7 +87,13 @@ def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
     users = get_user_model()._default_manager
     db = connections[router.db_for_write(LinkedIdentity)]
     now = timezone.now()
-    if db.vendor == "postgresql":
+    if get_user_model()._meta.parents:
+        # A user model with a parent table (multi-table inheritance): its columns are not
+        # all the user table's, so the ORM joins them.
+        found = list(users.db_manager(db.alias).filter(eid_links__key=key)[:1])
+        if found:
+            LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
+    elif db.vendor == "postgresql":
         params = [db.ops.adapt_datetimefield_value(now), key]
         found = list(users.db_manager(db.alias).raw(_account_sql(db, update=True), params))
     else:
@@ -182,18 +188,30 @@ def account_to_log_in(row: object) -> Any | None:
     age = timezone.now() - row.completed_at
     if age > datetime.timedelta(seconds=eid_settings.SESSION_MAX_AGE):
         return None
-    # One query, read afresh: the row still verified and this account's, and (a login of a
-    # linked person) the person still linked to it.
-    users = get_user_model()._default_manager.filter(
-        pk=row.user_id,
-        eid_identifications__pk=row.pk,
-        eid_identifications__status=Status.SUCCESS,
-        eid_identifications__anonymized_at__isnull=True,
-    )
     key = uid_key(row)
-    if key is not None:
-        users = users.filter(eid_links__key=key)
-    user = users.first()
+    if key is None:
+        return None  # only a person key logs in
+    user: Any
+    if row.finished_here and row.user is not None:
+        # Finished by this very request, which found the account by the link and checked
+        # it moments ago (finish.complete): not read again.
+        user = row.user
+    else:
+        # One query, from the primary (a replica may not have the row bound yet), read
+        # afresh: the row still verified and this account's, the person still linked to it.
+        db = router.db_for_write(Identification)
+        user = (
+            get_user_model()
+            ._default_manager.db_manager(db)
+            .filter(
+                pk=row.user_id,
+                eid_identifications__pk=row.pk,
+                eid_identifications__status=Status.SUCCESS,
+                eid_identifications__anonymized_at__isnull=True,
+                eid_links__key=key,
+            )
+            .first()
+        )
     return user if user is not None and can_authenticate(user) else None
 
 

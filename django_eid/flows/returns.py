@@ -123,7 +123,8 @@ def by_reference(reference: str) -> Identification | None:
     Raw SQL, read by the ORM (its converters, the number deferred): the query of every
     return, compiled once per backend instead of per request (docs/benchmarks.md).
     """
-    db = connections[router.db_for_read(Identification)]
+    # The primary: the row is read to be finished, and a replica may lag behind its start.
+    db = connections[router.db_for_write(Identification)]
     sql = _BY_REFERENCE.get(db.vendor)
     if sql is None:
         q = db.ops.quote_name

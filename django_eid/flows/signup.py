@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, router, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -59,7 +60,9 @@ def pending(reference: str | None) -> Identification | None:
     """
     if not reference:
         return None
-    return unbound().filter(reference=reference).defer("social_security_number").first()
+    # The primary: a replica may not have the row finished, or bound, yet.
+    rows = unbound().using(router.db_for_write(Identification))
+    return rows.filter(reference=reference).defer("social_security_number").first()
 
 
 def bind(row: Identification, user: Any, *, request: HttpRequest | None = None) -> Identification:
@@ -108,13 +111,23 @@ def sign_up(
             with transaction.atomic():
                 user.save()
         except IntegrityError as err:
+            if not _taken(user):
+                raise  # not a value taken meanwhile: the adapter's or the model's bug
             # A username or e-mail address taken by a parallel sign-up, between the form's
             # check and now: the person is told to choose again, nothing is made.
             logger.info("Signing up by identification %s failed: %s", row.pk, type(err).__name__)
             raise Refused(outcomes.SIGNUP_TAKEN) from err
         _bind(row, user)
     logger.info("User %s signed up by identification %s.", user.pk, row.pk)
-    _announce(row, request)
+    try:
+        _announce(row, request)
+    except Refused:
+        # Rejected late by a receiver: the account made for the person goes (the row, kept
+        # as the record of the rejection, first lets go of it).
+        Identification.objects.filter(pk=row.pk).update(user=None)
+        row.user = None
+        user.delete()
+        raise
     return user
 
 
@@ -127,6 +140,15 @@ def _rolled_back_on_refusal(row: Identification) -> Iterator[None]:
     except Refused:
         row.user = None
         raise
+
+
+def _taken(user: Any) -> bool:
+    """Whether an unsaved ``user`` collides with an account on a unique field."""
+    try:
+        user.validate_unique()
+    except ValidationError:
+        return True
+    return False
 
 
 def _bind(row: Identification, user: Any) -> None:
@@ -152,7 +174,13 @@ def _bind(row: Identification, user: Any) -> None:
 
 def _announce(row: Identification, request: HttpRequest | None) -> None:
     """After a bind's commit: the receivers of a verification hear of it now that it has an
-    account (a late rejection is still theirs), then ``identification_bound``."""
+    account, then ``identification_bound``. A receiver's late rejection (REJECTED) takes
+    the link the bind made with it, and raises :class:`Refused` saying so."""
     finish.receive_success(row, request, purpose=Identification.Purpose.SIGNUP)
     if row.status == Status.SUCCESS:
         finish.send(signals.identification_bound, row, request, purpose="signup")
+        return
+    key = uid_key(row)
+    if key is not None and row.user_id is not None:
+        LinkedIdentity.objects.filter(key=key, user_id=row.user_id).delete()
+    raise Refused(outcomes.of(row), identification=row)

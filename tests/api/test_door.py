@@ -134,3 +134,42 @@ def test_a_visitor_s_return_of_a_verification_is_401(
 
     started: Started = api_start(Api(logged_in(alice)), broker)
     problem(browser_api().finish(started.reference, "eid_return=success"), 401, "login_required")
+
+
+def test_the_secret_again_logs_nobody_in(
+    broker: ScriptedBroker, linked: AbstractBaseUser, frontend: dict[str, str]
+) -> None:
+    """A replay of a login's api-return (a restored tab after a logout, the secret left in
+    the page's storage) is refused: only the request that finished it, or the browser that
+    still holds its state, logs in."""
+    spa = browser_api()
+    started = api_start(spa, broker, {"purpose": "login"})
+    query = urlsplit(forwarded(identified(broker, started, OTHER_DEVICE))).query
+    assert spa.finish(started.reference, query).status_code == 200
+    spa.client.logout()
+    spa.client.get("/eid/login/")  # a new CSRF cookie, as the page after a logout sets
+    spa = Api(spa.client, headers={"X-CSRFToken": spa.client.cookies["csrftoken"].value})
+    spa.secrets = {started.reference: browser_secret(started)}
+    problem(spa.finish(started.reference, query), 403, "not_this_browser")
+    assert SESSION_KEY not in spa.client.session
+    other = browser_api()
+    other.secrets = {started.reference: browser_secret(started)}
+    problem(other.finish(started.reference, "eid_return=success"), 403, "not_this_browser")
+    assert SESSION_KEY not in other.client.session
+
+
+def browser_secret(started: Started) -> str:
+    secret: str = started.response.json()["secret"]
+    return secret
+
+
+def test_a_browser_logged_in_by_session_is_no_visitor_where_the_api_takes_tokens(
+    broker: ScriptedBroker, bob: AbstractBaseUser, token_auth: None
+) -> None:
+    """No account switching through the door: Bob's browser, logged in by the site's
+    session, is refused as the token API refuses it, never started as a visitor's login."""
+    from tests.fixtures_views import logged_in
+
+    client = logged_in(bob)
+    problem(Api(client).start({"purpose": "login"}), 401, "login_required")
+    assert broker.create_requests == []

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth import authenticate
@@ -232,3 +232,37 @@ print(json.dumps({
         "auto_open": False,
         "W028": True,
     }
+
+
+class StaffStaysOut(EidBackend):
+    """A site's subclass: no eID logins for staff."""
+
+    calls: ClassVar[list[Any]] = []
+
+    def authenticate(self, request: Any, identification: object = None, **kwargs: Any) -> Any:
+        user = super().authenticate(request, identification, **kwargs)
+        type(self).calls.append(user)
+        return None if user is not None and user.is_staff else user
+
+
+@pytest.mark.django_db
+def test_a_site_s_subclass_decides_every_login(
+    alice: AbstractBaseUser,
+    verify: Any,
+    identify_at_door: Any,
+    visitor: Any,
+    settings: Any,
+) -> None:
+    """Also the login this very request finished: the backend is asked, not skipped."""
+    settings.AUTHENTICATION_BACKENDS = [
+        "django.contrib.auth.backends.ModelBackend",
+        f"{__name__}.StaffStaysOut",
+    ]
+    verify()
+    alice.is_staff = True
+    alice.save()
+    StaffStaysOut.calls.clear()
+    _started, response = identify_at_door()
+    assert StaffStaysOut.calls == [alice]
+    assert response.status_code == 403
+    assert "_auth_user_id" not in visitor.session

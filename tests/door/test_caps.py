@@ -136,12 +136,13 @@ def test_login_rate_is_starts_per_period(value: object, parsed: tuple[int, int] 
         ("192.0.2.1", "192.0.2.1"),
         ("::ffff:192.0.2.1", "192.0.2.1"),
         ("2001:db8::1", "2001:db8::/64"),
-        ("not an address", None),
-        ("", None),
-        (None, None),
+        ("not an address", "unknown"),
+        ("192.0.2.1:5432", "unknown"),
+        ("", "unknown"),
+        (None, "unknown"),
     ],
 )
-def test_what_an_address_is_counted_as(given: str | None, counted: str | None) -> None:
+def test_what_an_address_is_counted_as(given: str | None, counted: str) -> None:
     assert caps.address_of(given) == counted
 
 
@@ -156,3 +157,21 @@ def test_a_database_without_the_upsert_counts_alike(
     # The refused start counted at the address too.
     assert [start_at_door(Client()).status_code for _ in range(2)] == [302, 429]
     assert sorted(c.count for c in StartCounter.objects.all()) == [1, 1, 3, 5]
+
+
+def test_starts_without_a_usable_address_share_one_counter(
+    broker: ScriptedBroker, eid: Callable[..., None]
+) -> None:
+    """A server that leaves REMOTE_ADDR empty must not turn the address cap off."""
+    eid(LOGIN_MAX_PENDING_PER_SESSION=None, LOGIN_RATE="2/h")
+    statuses = [start_at_door(Client(REMOTE_ADDR=ip)).status_code for ip in ("", "x", "")]
+    assert statuses == [302, 302, 429]
+
+
+def test_the_caps_without_time_zones(
+    broker: ScriptedBroker, eid: Callable[..., None], settings: Any
+) -> None:
+    settings.USE_TZ = False
+    eid(LOGIN_MAX_PENDING_PER_SESSION=1, LOGIN_RATE=None)
+    browser = Client()
+    assert [start_at_door(browser).status_code for _ in range(2)] == [302, 429]

@@ -371,3 +371,67 @@ def test_the_sign_up_form_is_the_site_s_to_replace(
     assert visitor.post(SIGNUP, form).status_code == 400
     assert visitor.post(SIGNUP, {**form, "phone": "+4791234567"}).status_code == 302
     assert logged_in_as(visitor).username == "kari"
+
+
+def test_a_login_forgets_the_person_waiting_to_sign_up(
+    identify_at_door: Callable[..., tuple[Started, Any]],
+    visitor: Client,
+    eid: Callable[..., None],
+    bob: AbstractBaseUser,
+) -> None:
+    """A shared computer: the person who verified and left is not whoever logs in next."""
+    eid(SIGNUP="form")
+    identify_at_door(purpose="signup")
+    assert visitor.post("/login/", {"username": "bob", "password": "pw-bob"}).status_code == 302
+    assert visitor.get(SIGNUP)["Location"] == "/accounts/profile/"  # logged in: not here
+    visitor.logout()
+    assert visitor.get(SIGNUP).status_code == 403  # nothing waits any more
+    assert not LinkedIdentity.objects.exists()
+
+
+def test_a_late_rejection_at_sign_up_leaves_no_account_and_no_link(
+    identify_at_door: Callable[..., tuple[Started, Any]],
+    visitor: Client,
+    eid: Callable[..., None],
+) -> None:
+    """A receiver of identification_succeeded (sent once the person has an account) that
+    says no: the account made for them and its link go; the row keeps the rejection."""
+    from django.dispatch import receiver
+
+    from django_eid import signals as eid_signals
+    from django_eid.exceptions import IdentificationRejected
+
+    @receiver(eid_signals.identification_succeeded, dispatch_uid="late-no")
+    def late_no(purpose: str, **kwargs: Any) -> None:
+        if purpose == "signup":
+            raise IdentificationRejected("Not this one.")
+
+    eid(SIGNUP="auto")
+    try:
+        started, response = identify_at_door(purpose="signup")
+    finally:
+        eid_signals.identification_succeeded.disconnect(dispatch_uid="late-no")
+    assert "Not this one." in response.content.decode()
+    assert logged_in_as(visitor) is None
+    assert not LinkedIdentity.objects.exists()
+    assert Identification._meta.get_field("user").related_model.objects.count() == 0
+    row = row_of(started)
+    assert (row.status, row.user_id) == (Status.REJECTED, None)
+
+
+def test_a_sign_up_that_breaks_the_user_model_is_not_taken_for_a_name_taken(
+    identify_at_door: Callable[..., tuple[Started, Any]],
+    eid: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An IntegrityError that is no unique value taken (the adapter's bug) is not told to
+    the person as "choose again": it is the site's error to see."""
+    from django.db import IntegrityError
+
+    def broken_save(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise IntegrityError("NOT NULL constraint failed: auth_user.required_thing")
+
+    eid(SIGNUP="auto")
+    monkeypatch.setattr(Identification._meta.get_field("user").related_model, "save", broken_save)
+    with pytest.raises(IntegrityError):
+        identify_at_door(purpose="signup")
