@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth import authenticate
+from django.contrib.auth import load_backend
 from django.contrib.auth import login as auth_login
 
 from django_eid import outcomes, state
@@ -99,7 +99,10 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
         # The backend's check of what this request checked moments ago is answered without
         # asking the database again (account_to_log_in); the site's subclass still decides.
         row.finished_here = True
-    user = authenticate(request, identification=row)
+    # The site's EidBackend (or its subclass) itself, as authenticate() would reach it: the
+    # other backends have nothing to say about an identification.
+    path = login.backend_path()
+    user = load_backend(path).authenticate(request, identification=row) if path else None
     if user is None:
         logger.error(
             "Identification %s could not log in: django_eid.backends.EidBackend is not in "
@@ -107,7 +110,7 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
             row.pk,
         )
         raise Refused(outcomes.LOGIN_FAILED)
-    auth_login(request, user)
+    auth_login(request, user, backend=path)
     # Whoever it was waiting to sign up in this browser, it is this account's now.
     state.forget_verified(request)
     login.logged_in(row, request)

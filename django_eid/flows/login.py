@@ -32,6 +32,7 @@ from django_eid import outcomes, signals
 from django_eid.brokers import broker_api, published_level
 from django_eid.brokers.oidc_presets import level_rank
 from django_eid.conf import eid_settings
+from django_eid.flows.pending import RowReader
 from django_eid.models import Identification, LinkedIdentity
 from django_eid.person_keys import uid_key, uid_key_of
 
@@ -95,7 +96,12 @@ def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
             LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
     elif db.vendor == "postgresql":
         params = [db.ops.adapt_datetimefield_value(now), key]
-        found = list(users.db_manager(db.alias).raw(_account_sql(db, update=True), params))
+        with db.cursor() as cursor:
+            cursor.execute(_account_sql(db, update=True), params)
+            values = cursor.fetchone()
+        names = tuple(f.name for f in get_user_model()._meta.concrete_fields)
+        reader = RowReader.of(db, get_user_model(), names)
+        found = [] if values is None else [reader.read(db, values)]
     else:
         found = list(users.db_manager(db.alias).raw(_account_sql(db), [key]))
         if found:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from django.conf import settings
@@ -161,3 +162,40 @@ class StartSql:
         ]
         with db.cursor() as cursor:
             cursor.execute(self.request_id_sql, params)
+
+
+class RowReader:
+    """Model instances from the rows of raw SQL, as the ORM reads them (each column through
+    its field's converters: JSON parsed, a UUID on SQLite made one, ...), without compiling
+    a queryset or a ``RawQuerySet``'s column resolution per query: the return and the login
+    read one row each this way (docs/benchmarks.md, benchmarks 3 and 8). Made once per
+    database backend and model."""
+
+    _made: ClassVar[dict[tuple[type[BaseDatabaseWrapper], str, tuple[str, ...]], RowReader]] = {}
+
+    @classmethod
+    def of(cls, db: BaseDatabaseWrapper, model: Any, names: tuple[str, ...]) -> RowReader:
+        key = (type(db), model._meta.label, names)
+        made = cls._made.get(key)
+        if made is None:
+            made = cls._made[key] = cls(db, model, names)
+        return made
+
+    def __init__(self, db: BaseDatabaseWrapper, model: Any, names: tuple[str, ...]) -> None:
+        meta = model._meta
+        self.model = model
+        self.attnames = [meta.get_field(name).attname for name in names]
+        self.converters = []
+        for name in names:
+            column = meta.get_field(name).get_col(meta.db_table)
+            found = db.ops.get_db_converters(column) + column.get_db_converters(db)
+            self.converters.append((column, found))
+
+    def read(self, db: BaseDatabaseWrapper, values: Sequence[Any]) -> Any:
+        """The instance of one row's ``values`` (in the order of ``names``)."""
+        converted = []
+        for value, (column, found) in zip(values, self.converters, strict=True):
+            for convert in found:
+                value = convert(value, column, db)
+            converted.append(value)
+        return self.model.from_db(db.alias, self.attnames, converted)

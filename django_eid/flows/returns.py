@@ -30,6 +30,7 @@ from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidProtocolError, EidUnavailable
 from django_eid.flows import finish, settle
+from django_eid.flows.pending import RowReader
 from django_eid.flows.refused import Refused
 from django_eid.models import Identification, fit
 from django_eid.records import IdentificationRecord, Progress
@@ -125,25 +126,31 @@ def by_reference(reference: str) -> Identification | None:
     """
     # The primary: the row is read to be finished, and a replica may lag behind its start.
     db = connections[router.db_for_write(Identification)]
+    meta = Identification._meta
+    names = _ROW_FIELDS
     sql = _BY_REFERENCE.get(db.vendor)
     if sql is None:
         q = db.ops.quote_name
-        meta = Identification._meta
-        columns = ", ".join(
-            q(f.column)
-            for f in meta.concrete_fields
-            if f.column and f.name != "social_security_number"
-        )
-        reference_column = q(meta.get_field("reference").column or "reference")
+        column = {f.name: q(f.column or f.name) for f in meta.concrete_fields}
+        columns = ", ".join(column[name] for name in names)
+        reference_column = column["reference"]
         # Names from the model's _meta, never input.
         sql = _BY_REFERENCE[db.vendor] = (
             f"SELECT {columns} FROM {q(meta.db_table)} WHERE {reference_column} = %s"  # noqa: S608
         )
-    rows = list(Identification.objects.using(db.alias).raw(sql, [reference]))
-    return rows[0] if rows else None
+    with db.cursor() as cursor:
+        cursor.execute(sql, [reference])
+        values = cursor.fetchone()
+    return None if values is None else RowReader.of(db, Identification, names).read(db, values)
 
 
 _BY_REFERENCE: dict[str, str] = {}
+#: The columns a return reads: all but the number (decrypted only if read).
+_ROW_FIELDS: Final = tuple(
+    f.name
+    for f in Identification._meta.concrete_fields
+    if f.column and f.name != "social_security_number"
+)
 
 
 # Every local may hold personal data: hidden from error reports (technical 500, e-mails).
