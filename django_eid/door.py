@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from django.contrib.auth import load_backend
 from django.contrib.auth import login as auth_login
 
-from django_eid import outcomes, state
+from django_eid import backends, outcomes, signals, state
 from django_eid.adapter import get_adapter
 from django_eid.conf import eid_settings
-from django_eid.flows import login, signup
+from django_eid.flows import finish, signup
 from django_eid.flows.refused import Refused
 from django_eid.models import Identification
 
@@ -101,7 +101,7 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
         row.finished_here = True
     # The site's EidBackend (or its subclass) itself, as authenticate() would reach it: the
     # other backends have nothing to say about an identification.
-    path = login.backend_path()
+    path = backends.backend_path()
     user = load_backend(path).authenticate(request, identification=row) if path else None
     if user is None:
         logger.error(
@@ -113,7 +113,8 @@ def log_in(request: HttpRequest, row: Identification, *, fresh: bool = False) ->
     auth_login(request, user, backend=path)
     # Whoever it was waiting to sign up in this browser, it is this account's now.
     state.forget_verified(request)
-    login.logged_in(row, request)
+    logger.info("User %s logged in by identification %s.", row.user_id, row.pk)
+    finish.send(signals.eid_login, row, request)
     return user
 
 

@@ -19,7 +19,7 @@ from django_eid.flows.finish import (
     is_expired,
 )
 from django_eid.flows.link import linked_elsewhere, links_of, unlink
-from django_eid.flows.login import account_to_log_in, logged_in
+from django_eid.flows.login import account_to_log_in
 from django_eid.flows.pending import FAILED_START_WINDOW, unfinished_count
 from django_eid.flows.refused import Refused
 from django_eid.flows.returns import (
@@ -87,7 +87,6 @@ __all__ = [
     "is_expired",
     "linked_elsewhere",
     "links_of",
-    "logged_in",
     "offered_providers",
     "retrieve",
     "return_elsewhere",

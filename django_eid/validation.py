@@ -727,7 +727,7 @@ def _door(s: EidSettings) -> Iterator[Problem]:
                 "Use SIGNUP 'form' (it asks for the address), or an ADAPTER whose "
                 "is_open_for_signup() says yes and whose populate_user() fills it.",
             )
-    from django_eid.flows.login import door_open
+    from django_eid.backends import door_open
 
     if s.raw("SIGNUP") in ("form", "auto") and not door_open():
         yield Problem(

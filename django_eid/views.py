@@ -41,12 +41,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_deny, xframe_options_sameorigin
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import door, flow, outcomes, state
+from django_eid import backends, door, flow, outcomes, state
 from django_eid.adapter import get_adapter
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError
-from django_eid.flows import login, signup
+from django_eid.flows import signup
 from django_eid.forms import StartForm, safe_next
 from django_eid.models import Identification, fit
 from django_eid.outcomes import Outcome
@@ -264,7 +264,7 @@ class LoginView(Starting):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         next_url = safe_next(request, request.GET.get("next"))
-        if not login.door_open():
+        if not backends.door_open():
             again = self.again(_purpose(request.GET.get("purpose")))
             return render_outcome(request, outcomes.NOT_AVAILABLE, start_url=again)
         if request.user.is_authenticated:

@@ -18,7 +18,6 @@ identification without a user, which signing up binds (:mod:`django_eid.flows.si
 from __future__ import annotations
 
 import datetime
-import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +25,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections, router
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
-from django_eid import outcomes, signals
+from django_eid import outcomes
 from django_eid.brokers import broker_api, published_level
 from django_eid.brokers.oidc_presets import level_rank
 from django_eid.conf import eid_settings
@@ -37,38 +35,11 @@ from django_eid.models import Identification, LinkedIdentity
 from django_eid.person_keys import uid_key, uid_key_of
 
 if TYPE_CHECKING:
-    from django.http import HttpRequest
+    pass
 
 logger = logging.getLogger("django_eid")
 
 Status = Identification.Status
-
-
-def door_open() -> bool:
-    """Whether the site logs people in by eID: ``django_eid.backends.EidBackend`` (or a
-    subclass) is in ``AUTHENTICATION_BACKENDS``. Until it is, nobody starts at the door
-    (each start would be a billed session that logs nobody in): upgrading opens nothing."""
-    return backend_path() is not None
-
-
-def backend_path() -> str | None:
-    """The dotted path of the first ``EidBackend`` (or subclass) in
-    ``AUTHENTICATION_BACKENDS``, or ``None``."""
-    return _eid_backend(tuple(getattr(settings, "AUTHENTICATION_BACKENDS", ())))
-
-
-@functools.lru_cache(maxsize=4)
-def _eid_backend(paths: tuple[str, ...]) -> str | None:
-    from django_eid.backends import EidBackend
-
-    for path in paths:
-        try:
-            backend = import_string(path)
-        except ImportError:
-            continue  # Django's own check names it
-        if isinstance(backend, type) and issubclass(backend, EidBackend):
-            return path
-    return None
 
 
 def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
@@ -219,12 +190,3 @@ def account_to_log_in(row: object) -> Any | None:
             .first()
         )
     return user if user is not None and can_authenticate(user) else None
-
-
-def logged_in(row: Identification, request: HttpRequest | None) -> None:
-    """After Django's ``login()`` by ``row``: ``eid_login`` (the link's last use was noted
-    when the identification reached the account: :func:`account_of`)."""
-    logger.info("User %s logged in by identification %s.", row.user_id, row.pk)
-    from django_eid.flows.finish import send
-
-    send(signals.eid_login, row, request)

@@ -20,12 +20,12 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import claims, crypto, outcomes, signals
+from django_eid import backends, claims, crypto, outcomes, signals
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
 from django_eid.exceptions import EidConfigurationError, EidError, EidProtocolError, EidUnavailable
-from django_eid.flows import caps, finish, login, pending
+from django_eid.flows import caps, finish, pending
 from django_eid.flows.refused import Refused
 from django_eid.models import Identification, fit, max_length, new_external_id, new_reference
 from django_eid.scrub import scrub
@@ -201,7 +201,7 @@ def start(
         if not logged_in:
             raise Refused(outcomes.LOGIN_REQUIRED)
     else:
-        if not login.door_open():
+        if not backends.door_open():
             logger.error(
                 "A start at the door was refused: django_eid.backends.EidBackend is not in "
                 "AUTHENTICATION_BACKENDS, so nobody could be logged in."
