@@ -460,3 +460,34 @@ def test_login_providers_narrow_the_door(broker: ScriptedBroker, eid: Callable[.
     assert broker.create_requests == []
     assert visitor.post(LOGIN, {"purpose": "login", "provider": "NO_BUYPASS"}).status_code == 302
     assert broker.sent()["IdentityProvider"] == "NO_BUYPASS"
+
+
+def test_a_visitor_sees_no_site_text_on_a_result_page(
+    door: Callable[..., Started], visitor: Client, broker: ScriptedBroker
+) -> None:
+    """A receiver's own reason may describe the person: not for whoever has the link."""
+
+    @receiver(eid_signals.identification_verifying, dispatch_uid="door-words")
+    def suspended(**kwargs: Any) -> None:
+        raise IdentificationRejected("Kari's account is suspended.")
+
+    started = door()
+    broker.will_return(started.request_id)
+    try:
+        visitor.get(started.success_url())
+    finally:
+        eid_signals.identification_verifying.disconnect(dispatch_uid="door-words")
+    page = Client().get(f"/eid/result/{started.reference}/").content.decode()
+    assert "suspended" not in page
+    assert "Your identification was not accepted." in page
+
+
+def test_no_account_links_another_way_to_log_in_only_if_there_is_one(
+    identify_at_door: Callable[..., tuple[Started, Any]], settings: Any
+) -> None:
+    _started, response = identify_at_door()
+    assert response.context["login_url"] == "/login/"
+    settings.LOGIN_URL = "django_eid:login"
+    _started, response = identify_at_door(Client())
+    assert response.context["login_url"] is None
+    assert "Log in another way" not in response.content.decode()
