@@ -35,18 +35,6 @@ from typing import Any
 from benchmarks import canned_broker
 from benchmarks.common import RESULTS, header, log, row, table_header
 
-#: The reference's broker: a plain pooled session, as a bare site would hold one.
-_broker: dict[str, Any] = {}
-
-
-def _http() -> Any:
-    import requests
-
-    if "session" not in _broker:
-        _broker["session"] = requests.Session()
-    return _broker["session"]
-
-
 # -- the reference views ----------------------------------------------------------
 
 
@@ -60,7 +48,7 @@ def reference_start(request: Any) -> Any:
     base = settings.DJANGO_EID["BASE_URL"]
     reference, external_id = new_reference(), new_external_id()
     back = f"http://testserver/ref/return/{reference}"
-    answer = _http().post(
+    answer = canned_broker.http().post(
         f"{base}/identification/session",
         json={
             "ReturnUrls": {
@@ -101,7 +89,7 @@ def reference_success(request: Any, reference: str) -> Any:
 
     row = Identification.objects.filter(reference=reference, user_id=request.user.pk).first()
     assert row is not None
-    answer = _http().get(
+    answer = canned_broker.http().get(
         f"{settings.DJANGO_EID['BASE_URL']}/identification/session",
         params={"requestId": row.request_id},
         headers={"Authorization": "Bearer canned-access-token"},

@@ -38,6 +38,19 @@ _RECORD = json.dumps(record_of(builtin_persons().NORWEGIAN, _PLACEHOLDER)).split
 _ids = itertools.count(1)
 
 
+_session: dict[str, Any] = {}
+
+
+def http() -> Any:
+    """The bare reference views' broker client: one pooled ``requests.Session``, as a bare
+    site would hold one (benchmarks 3 and 8)."""
+    import requests
+
+    if "session" not in _session:
+        _session["session"] = requests.Session()
+    return _session["session"]
+
+
 @contextlib.contextmanager
 def serving(log_name: str) -> Iterator[str]:
     """The canned broker in a process of its own on a free loopback port, for the block;

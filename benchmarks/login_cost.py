@@ -32,15 +32,6 @@ from benchmarks import canned_broker
 from benchmarks.common import header, log, row, table_header
 
 PASSWORD = "bench-login-pw-1"  # a benchmark's throwaway account
-_broker: dict[str, Any] = {}
-
-
-def _http() -> Any:
-    import requests
-
-    if "session" not in _broker:
-        _broker["session"] = requests.Session()
-    return _broker["session"]
 
 
 def reference_start(request: Any) -> Any:
@@ -56,7 +47,7 @@ def reference_start(request: Any) -> Any:
     form = AuthenticationForm(request, data=request.POST)
     assert form.is_valid(), form.errors
     user = form.get_user()
-    created = _http().post(
+    created = canned_broker.http().post(
         f"{settings.DJANGO_EID['BASE_URL']}/identification/session",
         json={"ReturnUrls": {"Success": "http://testserver/x"}, "ExternalReference": "x" * 32},
         headers={"Authorization": "Bearer canned-access-token"},
@@ -74,7 +65,7 @@ def reference_return(request: Any) -> Any:
     from django.http import HttpResponseRedirect
 
     user_pk, request_id = request.session.pop("ref_login")
-    record = _http().get(
+    record = canned_broker.http().get(
         f"{settings.DJANGO_EID['BASE_URL']}/identification/session",
         params={"requestId": request_id},
         headers={"Authorization": "Bearer canned-access-token"},

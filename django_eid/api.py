@@ -277,10 +277,7 @@ def authenticate(request: HttpRequest, *, unsafe: bool) -> Caller:
         if not getattr(user, "is_authenticated", False):
             raise Problem(outcomes.LOGIN_REQUIRED)
         if unsafe:
-            reason = _csrf_refusal(request)
-            if reason is not None:
-                logger.warning("Refused a django-eid API call: CSRF check failed (%s).", reason)
-                raise Problem(outcomes.CSRF_FAILED)
+            require_csrf(request)
         return Caller(user, via_session=True)
     return _authenticate_with_rest_framework(request, paths)
 
@@ -302,9 +299,9 @@ def visitor(request: HttpRequest, *, refusal: Problem) -> Caller:
 
 
 def require_csrf(request: HttpRequest) -> None:
-    """Refuse (``403 csrf_failed``) a visitor's unsafe call at the door without Django's
-    CSRF token: another site could otherwise start a login in the visitor's browser, or
-    log it in as somebody else (login CSRF)."""
+    """Refuse (``403 csrf_failed``) an unsafe call the site's session makes without Django's
+    CSRF token: a logged-in user's, and a visitor's at the door (another site could
+    otherwise start a login in the visitor's browser, or log it in as somebody else)."""
     reason = _csrf_refusal(request)
     if reason is not None:
         logger.warning("Refused a django-eid API call: CSRF check failed (%s).", reason)

@@ -722,8 +722,8 @@ def tell_aborted(request: HttpRequest, row: Identification) -> None:
 def tell_linked_elsewhere(request: HttpRequest, row: Identification) -> None:
     """The warning that a success did not link the account, its person being linked to
     another one (``LINK_ON_VERIFY``; the HTML pages only)."""
-    if row.channel == Identification.Channel.API or row.at_the_door:
-        return  # the front end tells the user; the door links nothing
+    if row.channel == Identification.Channel.API:
+        return  # the front end tells the user
     if apps.is_installed("django.contrib.messages") and flow.linked_elsewhere(row):
         from django.contrib import messages
 

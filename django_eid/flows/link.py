@@ -84,6 +84,8 @@ def linked_elsewhere(row: Identification) -> bool:
     that verifying them did not link ``row``'s account (``LINK_ON_VERIFY``)."""
     if not eid_settings.LINK_ON_VERIFY or row.status != Identification.Status.SUCCESS:
         return False
+    if row.at_the_door:
+        return False  # the door links nothing: the link is what found the account
     if row.linked_now:
         return False  # this very finish linked it (no query)
     key = uid_key(row)

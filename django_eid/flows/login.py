@@ -59,36 +59,29 @@ def account_of(row: Identification, fields: dict[str, Any]) -> Any | None:
     users = get_user_model()._default_manager
     db = connections[router.db_for_write(LinkedIdentity)]
     now = timezone.now()
-    if get_user_model()._meta.parents:
-        # A user model with a parent table (multi-table inheritance): its columns are not
-        # all the user table's, so the ORM joins them.
-        found = list(users.db_manager(db.alias).filter(eid_links__key=key)[:1])
-        if found:
-            LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
-    elif db.vendor == "postgresql":
-        params = [db.ops.adapt_datetimefield_value(now), key]
+    if db.vendor == "postgresql" and not get_user_model()._meta.parents:
         with db.cursor() as cursor:
-            cursor.execute(_account_sql(db, update=True), params)
+            cursor.execute(_account_sql(db), [db.ops.adapt_datetimefield_value(now), key])
             values = cursor.fetchone()
         names = tuple(f.name for f in get_user_model()._meta.concrete_fields)
-        reader = RowReader.of(db, get_user_model(), names)
-        found = [] if values is None else [reader.read(db, values)]
-    else:
-        found = list(users.db_manager(db.alias).raw(_account_sql(db), [key]))
-        if found:
-            LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
-    return found[0] if found else None
+        return (
+            None if values is None else RowReader.of(db, get_user_model(), names).read(db, values)
+        )
+    # Elsewhere, and for a user model with a parent table (its columns are not all the user
+    # table's): the ORM's join, then the link's last use.
+    account = users.db_manager(db.alias).filter(eid_links__key=key).first()
+    if account is not None:
+        LinkedIdentity.objects.using(db.alias).filter(key=key).update(last_used_at=now)
+    return account
 
 
-_ACCOUNT_SQL: dict[tuple[str, str, bool], str] = {}
+_ACCOUNT_SQL: dict[str, str] = {}
 
 
-def _account_sql(db: Any, *, update: bool = False) -> str:
-    """``SELECT`` the user columns of the account linked to the key ``%s``; ``update``: as
-    ``UPDATE`` of the link's ``last_used_at`` (the first ``%s``), returning them
-    (PostgreSQL's ``UPDATE ... FROM``)."""
-    cache_key = (db.vendor, settings.AUTH_USER_MODEL, update)
-    sql = _ACCOUNT_SQL.get(cache_key)
+def _account_sql(db: Any) -> str:
+    """PostgreSQL's ``UPDATE ... FROM``: the link's ``last_used_at`` set (the first ``%s``),
+    returning the columns of the account linked to the key (the second)."""
+    sql = _ACCOUNT_SQL.get(settings.AUTH_USER_MODEL)
     if sql is None:
         q = db.ops.quote_name
         users = get_user_model()._meta
@@ -101,19 +94,11 @@ def _account_sql(db: Any, *, update: bool = False) -> str:
         used = link_column["last_used_at"]
         user_pk = q(users.pk.column or users.pk.name)
         # Names from the models' _meta, never input.
-        sql = _ACCOUNT_SQL[cache_key] = (
-            (
-                f"UPDATE {link_table} SET {used} = %s FROM {user_table} "  # noqa: S608
-                f"WHERE {link_table}.{link_key} = %s "
-                f"AND {link_table}.{link_user} = {user_table}.{user_pk} "
-                f"RETURNING {columns}"
-            )
-            if update
-            else (
-                f"SELECT {columns} FROM {user_table} INNER JOIN {link_table} "  # noqa: S608
-                f"ON {link_table}.{link_user} = {user_table}.{user_pk} "
-                f"WHERE {link_table}.{link_key} = %s"
-            )
+        sql = _ACCOUNT_SQL[settings.AUTH_USER_MODEL] = (
+            f"UPDATE {link_table} SET {used} = %s FROM {user_table} "  # noqa: S608
+            f"WHERE {link_table}.{link_key} = %s "
+            f"AND {link_table}.{link_user} = {user_table}.{user_pk} "
+            f"RETURNING {columns}"
         )
     return sql
 

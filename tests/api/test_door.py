@@ -5,6 +5,7 @@ with ``purpose: "login"`` or ``"signup"``; the return logs it in (the HTML retur
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -173,3 +174,20 @@ def test_a_browser_logged_in_by_session_is_no_visitor_where_the_api_takes_tokens
     client = logged_in(bob)
     problem(Api(client).start({"purpose": "login"}), 401, "login_required")
     assert broker.create_requests == []
+
+
+def test_the_api_s_door_is_closed_until_the_backend_is_installed(
+    broker: ScriptedBroker, settings: Any
+) -> None:
+    spa = browser_api()  # its CSRF cookie from the login page, while the door was open
+    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+    problem(spa.start({"purpose": "login"}), 503, "not_available")
+    assert broker.create_requests == []
+
+
+def test_a_start_at_the_door_with_the_broker_down(broker: ScriptedBroker) -> None:
+    """Answered as every start that fails at the broker; the row written once, as ERROR."""
+    broker.will_fail_create(500)
+    problem(browser_api().start({"purpose": "login"}), 503, "broker_unreachable")
+    (row,) = Identification.objects.all()
+    assert (row.status, row.user_id, row.purpose) == (Status.ERROR, None, "login")

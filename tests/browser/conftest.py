@@ -16,7 +16,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +154,8 @@ def page(
     names in ``expected_browser_errors``); one that failed already gets them printed with
     its report instead.
     """
-    context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems = recorded_problems(page)
-    try:
+    with browser_page(browser, site_url) as (page, problems):
         yield page
-    finally:
-        context.close()
-        settle_live_server()
     if request.node.stash.get(CALL_FAILED, False):
         print("Errors in the browser:", *problems, sep="\n  ")
     else:
@@ -173,6 +166,26 @@ def page(
 def _request_threads() -> list[threading.Thread]:
     # The live server handles each connection in a thread named after its target.
     return [t for t in threading.enumerate() if t.name.endswith("(process_request_thread)")]
+
+
+@contextlib.contextmanager
+def browser_page(
+    browser: Browser, base_url: str, *, cookies: Sequence[Any] = ()
+) -> Iterator[tuple[Page, list[str]]]:
+    """A fresh browser context (its own cookies, ``cookies`` added) at ``base_url``, its
+    page, and the errors the page records; the context closed, and the live server let
+    settle, after the block."""
+    context = browser.new_context(base_url=base_url, viewport=VIEWPORT, locale="en-GB")
+    context.set_default_timeout(TIMEOUT_MS)
+    if cookies:
+        context.add_cookies(list(cookies))
+    page = context.new_page()
+    problems = recorded_problems(page)
+    try:
+        yield page, problems
+    finally:
+        context.close()
+        settle_live_server()
 
 
 def recorded_problems(page: Page) -> list[str]:

@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, Page, expect
 
 from django_eid.models import Identification, LinkedIdentity
-from tests.browser.conftest import TIMEOUT_MS, VIEWPORT, recorded_problems, screenshot
+from tests.browser.conftest import browser_page, screenshot
 from tests.browser.test_flow import ACCOUNT_PAGE, SANDBOX_PAGE, choose_person
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -97,14 +97,8 @@ def other_page(
 ) -> Iterator[Page]:
     """A second browser (its own cookies) on the example site, closed before ``page``; as
     ``page``, its errors fail the test (but those named in ``expected_browser_errors``)."""
-    context = browser.new_context(base_url=site_url, viewport=VIEWPORT, locale="en-GB")
-    context.set_default_timeout(TIMEOUT_MS)
-    other = context.new_page()
-    problems = recorded_problems(other)
-    try:
+    with browser_page(browser, site_url) as (other, problems):
         yield other
-    finally:
-        context.close()
     unexpected = [p for p in problems if not any(e in p for e in expected_browser_errors)]
     assert not unexpected, unexpected
 
@@ -240,9 +234,9 @@ def test_a_second_account_is_refused_the_same_person(
     the account, the second is refused, and makes none."""
     expected_browser_errors.append("status of 409 (Conflict) (http://localhost")
     signup_mode("form")
-    for browser_page in (page, other_page):
-        sign_up_with_eid(browser_page, OLA)
-        expect(browser_page).to_have_url(SIGNUP_PAGE)
+    for each in (page, other_page):
+        sign_up_with_eid(each, OLA)
+        expect(each).to_have_url(SIGNUP_PAGE)
 
     sign_up_form(page, "ola", "ola@example.com")
     expect(page).to_have_url(ACCOUNT_PAGE)

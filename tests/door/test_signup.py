@@ -435,3 +435,20 @@ def test_a_sign_up_that_breaks_the_user_model_is_not_taken_for_a_name_taken(
     monkeypatch.setattr(Identification._meta.get_field("user").related_model, "save", broken_save)
     with pytest.raises(IntegrityError):
         identify_at_door(purpose="signup")
+
+
+def test_a_refused_sign_up_is_not_offered_again(
+    identify_at_door: Callable[..., tuple[Started, Any]],
+    visitor: Client,
+    eid: Callable[..., None],
+    verify: Callable[..., Identification],
+) -> None:
+    """The person is linked to another account meanwhile: the sign-up is refused, and the
+    page no longer offers the identification (nothing it could make)."""
+    eid(SIGNUP="form")
+    identify_at_door(purpose="signup")
+    verify()  # Alice's account holds the person now
+    refused = visitor.post(SIGNUP, {"username": "kari", "email": "kari@example.com"})
+    assert refused.status_code == 409
+    assert refused.context["start_url"] == "/eid/login/?purpose=signup"
+    assert visitor.get(SIGNUP).status_code == 403

@@ -43,10 +43,8 @@ from tests.browser.conftest import (
     CHROMIUM,
     CHROMIUM_ARGS,
     TIMEOUT_MS,
-    VIEWPORT,
+    browser_page,
     orm_beside_playwright,
-    recorded_problems,
-    settle_live_server,
 )
 from tests.client.test_tls import Ca, make_ca
 from tests.interop.provider import CLIENT_SECRET, PASSWORD, USERNAME, Provider, client_id
@@ -168,19 +166,10 @@ def page(chromium: Browser, live_server: LiveServer, kari: Any) -> Iterator[Page
     error the pages logged or threw."""
     client = Client()
     client.force_login(kari)
-    context = chromium.new_context(base_url=live_server.url, viewport=VIEWPORT, locale="en-GB")
-    context.set_default_timeout(TIMEOUT_MS)
     name = django_settings.SESSION_COOKIE_NAME
-    context.add_cookies(
-        [{"name": name, "value": client.cookies[name].value, "url": live_server.url}]
-    )
-    page = context.new_page()
-    problems = recorded_problems(page)
-    try:
+    session = {"name": name, "value": client.cookies[name].value, "url": live_server.url}
+    with browser_page(chromium, live_server.url, cookies=[session]) as (page, problems):
         yield page
-    finally:
-        context.close()
-        settle_live_server()
     assert not problems, problems
 
 
