@@ -253,3 +253,23 @@ def percentile(values: Sequence[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def conclude(results: dict[str, Any], *, started: float, database: str | None, output: str) -> int:
+    """End a benchmark of a database of its own: its time, the database dropped (unless
+    ``database`` is ``None``: ``--keep``), ``results`` written to ``output``; exit status 0."""
+    import json
+
+    results["seconds"] = round(time.monotonic() - started, 1)
+    with contextlib.suppress(OSError):
+        results["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    if database is not None:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(with_database(services_env()["DATABASE_URL"], database))
+    RESULTS.mkdir(exist_ok=True)
+    with open(output, "w") as fh:
+        json.dump(results, fh, indent=2, default=str)
+    log(f"\nWrote {output} ({results['seconds']} s).")
+    return 0

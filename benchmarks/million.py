@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import os
 import statistics
 import subprocess
@@ -35,14 +34,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
     PYTHON,
     RESULTS,
     ROOT,
-    drop_database,
+    conclude,
     header,
     log,
     machine,
@@ -430,19 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
     }
     results["million"] = run(args.rows, args.users, args.repeat, args.batch_size)
-    results["seconds"] = round(time.monotonic() - started, 1)
-    with contextlib.suppress(OSError):
-        results["loadavg_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
-    if not args.keep:
-        from django.db import connections
-
-        connections.close_all()
-        drop_database(with_database(services["DATABASE_URL"], DATABASE))
-    RESULTS.mkdir(exist_ok=True)
-    with open(args.output, "w") as fh:
-        json.dump(results, fh, indent=2, default=str)
-    log(f"\nWrote {args.output} ({results['seconds']} s).")
-    return 0
+    return conclude(
+        results, started=started, database=None if args.keep else DATABASE, output=args.output
+    )
 
 
 if __name__ == "__main__":

@@ -18,15 +18,16 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.core.paginator import Paginator
-from django.db import connections
+from django.db import connections, router, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
+from django_eid import audit, retention
 from django_eid.brokers import broker_api
 from django_eid.conf import eid_settings
-from django_eid.models import Identification, LinkedIdentity
+from django_eid.models import ENCRYPTED_FIELDS, AuditEvent, Identification, LinkedIdentity
 from django_eid.scrub import scrub, scrub_json
 
 #: The most rows the list counts, and pages through: a count stops past it (the list shows
@@ -143,6 +144,24 @@ class IdentificationChangeList(ChangeList):
         return super().get_ordering_field(field_name)
 
 
+class LargeTableAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """The list of a table of millions of rows: a capped count, no facet counts, no sort
+    by a column outside ``sortable_by``, and only the URL lookups of :attr:`filter_lookups`."""
+
+    paginator = CappedPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    #: The lookups a changelist URL may filter by, each served by an index or cheap.
+    filter_lookups: frozenset[str] = frozenset()
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        # Any other is refused (400), rather than run over the whole table.
+        return lookup in self.filter_lookups and super().lookup_allowed(lookup, value, request)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return IdentificationChangeList
+
+
 class ProviderFilter(admin.SimpleListFilter):
     """The identity providers: those the settings name, then those the configured broker
     API publishes; no ``SELECT DISTINCT`` over the table."""
@@ -165,7 +184,7 @@ class ProviderFilter(admin.SimpleListFilter):
 
 
 @admin.register(Identification)
-class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class IdentificationAdmin(LargeTableAdmin):
     list_display = (
         "pk",
         "user",
@@ -183,9 +202,7 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     # Newest first, by the created_at index; no sort by a column without one.
     ordering = ("-created_at",)
     sortable_by = ("pk", "created_at")
-    paginator = CappedPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
+    filter_lookups = FILTER_LOOKUPS
     search_help_text = _(
         "Exact match: the reference, the broker request id, the user's username or e-mail "
         "address, or the provider's unique id of a verified identification."
@@ -250,17 +267,10 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             match |= Q(user__in=users)
         return queryset.filter(match), False
 
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        # Any other is refused (400), rather than run over the whole table.
-        return lookup in FILTER_LOOKUPS and super().lookup_allowed(lookup, value, request)
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return IdentificationChangeList
-
     def get_queryset(self, request: HttpRequest) -> QuerySet[Identification]:
         # The list never shows the number: do not decrypt a page of them. The detail page
         # loads it on access.
-        return super().get_queryset(request).defer("social_security_number")
+        return super().get_queryset(request).defer(*ENCRYPTED_FIELDS)
 
     @admin.display(description=_("national identity number"))
     def masked_social_security_number(self, obj: Identification) -> str:
@@ -288,6 +298,20 @@ class IdentificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Viewing needs the view permission; nobody edits a verified identity by hand.
         return False
+
+    # A deletion here leaves a "purged" event (outcome "admin") for each row, in the
+    # deletion's transaction: the audit trail outlives the rows.
+    def delete_model(self, request: HttpRequest, obj: Identification) -> None:
+        # Django's delete view has its transaction open already; atomic() is a savepoint.
+        with transaction.atomic(using=router.db_for_write(Identification, instance=obj)):
+            audit.write(obj, audit.Kind.PURGED, outcome=retention.ADMIN, using=obj._state.db)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Identification]) -> None:
+        # The "delete selected" action: no transaction of Django's around it.
+        with transaction.atomic(using=queryset.db):
+            retention.write_events(queryset, audit.Kind.PURGED, outcome=retention.ADMIN)
+            super().delete_queryset(request, queryset)
 
 
 def searched_users(term: str) -> list[Any]:
@@ -341,3 +365,76 @@ class LinkedIdentityAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+#: The lookups the audit events' list may filter by: its filters' (choices known without a
+#: query). None has an index of its own: the list reads the ``(at)`` index newest first and
+#: keeps the matching rows, which finds a page at once for the common values; the count
+#: stops at ``COUNT_LIMIT``.
+EVENT_FILTER_LOOKUPS: Final = frozenset({"kind__exact"})
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(LargeTableAdmin):
+    """The audit trail, view only: an event is written with its change and never edited;
+    it is deleted only by ``eid_purge --events-older-than``. The same care for a large
+    table as the identifications' list."""
+
+    list_display = (
+        "at",
+        "kind",
+        "identification_id",
+        "user_id",
+        "purpose",
+        "provider",
+        "level_of_assurance",
+        "status",
+        "outcome",
+        "duration_ms",
+    )
+    # The kind, served by the (kind, at) index, its choices known without a query. Not the
+    # status or the purpose: without an index of their own a rare value would read the whole
+    # table for its capped count (the status is in the kinds; an account's or an
+    # identification's trail is the search). No date_hierarchy: it counts and scans the
+    # table for its years and months.
+    list_filter = ("kind",)
+    # Newest first, by the (at) index; no sort by a column without one.
+    ordering = ("-at", "-id")
+    sortable_by = ("at",)
+    filter_lookups = EVENT_FILTER_LOOKUPS
+    search_help_text = _("Exact match: an identification's number or a user's id.")
+    # A search term is looked up in get_search_results; this only shows the search box.
+    search_fields = ("user_id",)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
+    ) -> tuple[QuerySet[AuditEvent], bool]:
+        # Exact values, each found by an index: (identification_id) and (user_id, at).
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(user_id=term)
+        if term.isascii() and term.isdigit() and int(term) < 2**63:
+            match |= Q(identification_id=int(term))
+        return queryset.filter(match), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Append-only: deleted only by eid_purge --events-older-than.
+        return False
+
+    def get_urls(self) -> list[Any]:
+        # The dashboard (django_eid.dashboard): the admin's login and staff check, then the
+        # page's own permission check (view audit events). Imported here: only the admin needs it.
+        from django.urls import path
+
+        from django_eid.dashboard import DashboardView
+
+        view = self.admin_site.admin_view(DashboardView.as_view(admin_site=self.admin_site))
+        dashboard = path("dashboard/", view, name="django_eid_auditevent_dashboard")
+        return [dashboard, *super().get_urls()]

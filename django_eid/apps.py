@@ -13,9 +13,12 @@ class DjangoEidConfig(AppConfig):
     def ready(self) -> None:
         import logging
 
+        from django.contrib.auth import get_user_model
         from django.contrib.auth.signals import user_logged_in
+        from django.db.models.signals import pre_delete
 
         from django_eid import checks  # noqa: F401  (registers the system checks)
+        from django_eid.retention import record_account_deletion
         from django_eid.signals import hide_rejections
         from django_eid.state import forget_verified_at_login
 
@@ -23,6 +26,14 @@ class DjangoEidConfig(AppConfig):
         # A person verified at the door and waiting to sign up is not whoever logs in next
         # in this browser (a shared computer): Django's login() keeps the session's data.
         user_logged_in.connect(forget_verified_at_login, dispatch_uid="django_eid.door")
+        # An account's deletion cascades to its identifications: their audit events stay,
+        # with a "purged" event each, written in the deletion's transaction. Not a receiver
+        # of Identification's own deletion: eid_purge would fall back to Django's slow one.
+        pre_delete.connect(
+            record_account_deletion,
+            sender=get_user_model(),
+            dispatch_uid="django_eid.account_deletion",
+        )
         _import_token_cache_library()
 
 

@@ -16,7 +16,7 @@ from django.db.models import Q, QuerySet
 
 from django_eid import crypto
 from django_eid.brokers import family_names
-from django_eid.models import Identification, PersonClaim
+from django_eid.models import ENCRYPTED_FIELDS, Identification, PersonClaim
 from django_eid.person_keys import SSN, keys, number_of, ssn_key
 
 Status = Identification.Status
@@ -40,7 +40,7 @@ def account_person(user: Any, *, before: Identification | None = None) -> Identi
         rows = rows.exclude(pk=before.pk)
     # Its number is compared through the stored hash: no need to decrypt it (or to fail
     # on a row under a removed key).
-    rows = rows.defer("social_security_number")
+    rows = rows.defer(*ENCRYPTED_FIELDS)
     return rows.order_by("-same_person", "completed_at", "pk").first()
 
 

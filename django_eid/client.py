@@ -18,12 +18,13 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 from urllib.parse import quote_plus
 
 import requests
 import requests.auth
 
+from django_eid import telemetry
 from django_eid.brokers import BrokerApi, BrokerConfig, ReturnUrls, SessionRequest
 from django_eid.conf import EidSettings, eid_settings
 from django_eid.deadline import bounded
@@ -50,13 +51,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+#: The broker operation of each call, as telemetry names it (``eid.broker.operation``);
+#: ``get_token`` is none (its request, when it makes one, is ``fetch_token``'s).
+_OPERATIONS: Final = {
+    "fetch_token": "token",
+    "create_session": "create_session",
+    "get_session": "get_session",
+    "record_of_return": "get_session",
+    "session_done": "status",
+    "invalidate_session": "invalidate",
+}
+
+
 def _within_timeout(
     method: Callable[Concatenate[EidClient, P], R],
 ) -> Callable[Concatenate[EidClient, P], R]:
-    """Run ``method`` as one call with one deadline, ``TIMEOUT`` from now."""
+    """Run ``method`` as one call with one deadline, ``TIMEOUT`` from now (and, with
+    OpenTelemetry, in a span of its operation)."""
+    operation = _OPERATIONS.get(method.__name__)
 
     @functools.wraps(method)
     def bounded_call(self: EidClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if telemetry.ENABLED and operation is not None:
+            with bounded(self.settings.TIMEOUT), telemetry.operation(operation, self.settings):
+                return method(self, *args, **kwargs)
         with bounded(self.settings.TIMEOUT):
             return method(self, *args, **kwargs)
 

@@ -13,6 +13,7 @@ only reads values, it never judges them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from django.conf import settings
@@ -43,6 +44,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "OIDC_REDIRECT_URI": None,
     "OIDC_ACR_VALUES": None,
     "OIDC_LOGIN_HINT": None,
+    # Keep the signed id_token and the keys it was checked with (django_eid.evidence).
+    "KEEP_EVIDENCE": False,
     "TIMEOUT": 10,
     "TOKEN_CACHE": "default",
     "CA_BUNDLE": None,
@@ -95,6 +98,9 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "PREFILL_SAME_PERSON": False,
     # Personal data.
     "ENCRYPTION_KEYS": None,
+    # The admin's dashboard: the broker's price of one session, for its cost estimate.
+    "PRICE_PER_SESSION": None,
+    "PRICE_CURRENCY": "",
     # The sandbox broker (django_eid.sandbox).
     "SANDBOX_ALLOW_WITHOUT_DEBUG": False,
     "SANDBOX_TOKEN_LIFETIME": 3600,
@@ -212,6 +218,10 @@ class EidSettings:
     @property
     def OIDC_LOGIN_HINT(self) -> str | None:
         return str(self.raw("OIDC_LOGIN_HINT")) if self.raw("OIDC_LOGIN_HINT") else None
+
+    @property
+    def KEEP_EVIDENCE(self) -> bool:
+        return bool(self.raw("KEEP_EVIDENCE"))
 
     @property
     def TIMEOUT(self) -> float:
@@ -374,6 +384,16 @@ class EidSettings:
     def ENCRYPTION_KEYS(self) -> tuple[str, ...]:
         return tuple(self.raw("ENCRYPTION_KEYS") or ())
 
+    # -- the admin's dashboard ------------------------------------------------
+    @property
+    def PRICE_PER_SESSION(self) -> Decimal | None:
+        """The broker's price of one session; ``None`` when unset or invalid (E045)."""
+        return parse_price(self.raw("PRICE_PER_SESSION"))
+
+    @property
+    def PRICE_CURRENCY(self) -> str:
+        return str(self.raw("PRICE_CURRENCY") or "")
+
     # -- sandbox ----------------------------------------------------------
     @property
     def SANDBOX_ALLOW_WITHOUT_DEBUG(self) -> bool:
@@ -397,6 +417,20 @@ class EidSettings:
         if self.LANGUAGE:
             return self.LANGUAGE
         return vocabulary.broker_language(translation.get_language())
+
+
+def parse_price(value: object) -> Decimal | None:
+    """``PRICE_PER_SESSION`` (an ``int``, ``float``, ``str`` or ``Decimal`` of at least 0) as
+    a ``Decimal``; ``None`` for ``None`` and for anything else (a bool, a negative number,
+    NaN, text that is no number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return None
+    try:
+        # A float through its shortest repr: 0.1 is Decimal("0.1"), not 0.1000000000000000055.
+        price = Decimal(repr(value) if isinstance(value, float) else value)
+    except InvalidOperation:
+        return None
+    return price if price.is_finite() and price >= 0 else None
 
 
 #: ``LOGIN_RATE``'s periods: ``"60/h"``, ``"10/5m"``, ``"1000/d"``.

@@ -215,6 +215,22 @@ def _device_keys(keys: tuple[str, ...]) -> tuple[bytes, ...]:
     return tuple(_hkdf(base64.urlsafe_b64decode(k), b"django-eid:device") for k in keys)
 
 
+def address_hash(ip_address: str | None) -> str:
+    """A keyed hash of a client's address (current key), for the audit trail: two events of
+    one address can be told apart from others without the address being kept. ``""`` for
+    no valid address. A rotated key makes new hashes: addresses match within one key's time.
+    """
+    ip = normalized_ip(ip_address)
+    if ip is None:
+        return ""
+    return _digest(_address_key(configured_keys()[0]), ip)[:32]
+
+
+@lru_cache(maxsize=8)
+def _address_key(key: str) -> bytes:
+    return _hkdf(base64.urlsafe_b64decode(key), b"django-eid:address")
+
+
 def normalized_ip(value: str | None) -> str | None:
     """``value`` as one spelling of its address, or ``None`` when it is not an IP address.
 

@@ -56,6 +56,12 @@ def fit_json(value: dict[str, Any]) -> dict[str, Any]:
     return {"truncated": True, "original_bytes": size, "max_bytes": MAX_JSON_BYTES}
 
 
+#: The encrypted columns of :class:`Identification`: deferred wherever a row is read for
+#: something else, so that they are decrypted only where used (and a row under a removed key
+#: still loads).
+ENCRYPTED_FIELDS: Final = ("social_security_number", "evidence")
+
+
 def local_today() -> datetime.date:
     """Today in the site's time zone (``USE_TZ`` on), or the server's date (off)."""
     return timezone.localdate() if settings.USE_TZ else datetime.date.today()
@@ -107,7 +113,7 @@ class IdentificationQuerySet(models.QuerySet["Identification"]):
         """
         if not getattr(user, "is_authenticated", False):
             return None
-        rows = self.verified().filter(user=user).defer("social_security_number")
+        rows = self.verified().filter(user=user).defer(*ENCRYPTED_FIELDS)
         return rows.order_by("-completed_at", "-pk").first()
 
     def verified_for(
@@ -301,6 +307,15 @@ class Identification(models.Model):
     claim_token = models.CharField(
         _("eid_reconcile run holding the row"), max_length=32, blank=True, editable=False
     )
+    #: A keyed hash of the address the identification was started from
+    #: (:func:`django_eid.crypto.address_hash`): what its audit events carry of it.
+    start_address_hash = models.CharField(
+        _("start address (keyed hash)"), max_length=64, blank=True, editable=False
+    )
+    #: The OpenID provider's signed ``id_token`` and the keys it was checked with, as JSON,
+    #: encrypted like the number (``KEEP_EVIDENCE``; :mod:`django_eid.evidence`). Purged and
+    #: anonymized with the row's personal data.
+    evidence = EncryptedTextField(_("evidence"), null=True, blank=True, editable=False)
 
     objects = IdentificationQuerySet.as_manager()
 
@@ -560,3 +575,87 @@ class StartCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key[:12]}…: {self.count} since {self.window_start:%Y-%m-%d %H:%M}"
+
+
+class AuditEvent(models.Model):
+    """One change of an identification, kept after its personal data is gone: the audit
+    trail (:mod:`django_eid.audit`).
+
+    Append-only: written in the transaction of the change it describes, never updated;
+    deleted only by ``eid_purge --events-older-than``. No foreign key: an event outlives
+    its identification (``eid_purge``) and its user (the account's deletion), so both are
+    kept as the numbers they were. It holds no name, date of birth, national identity number
+    or broker text: ids, codes, the provider and level, and a keyed hash of the start's
+    address.
+    """
+
+    class Kind(models.TextChoices):
+        STARTED = "started", _("Started")
+        #: Finished through the browser's return.
+        RETURNED = "returned", _("Returned")
+        #: Finished otherwise: the broker's callback, a poll, the API.
+        FINISHED = "finished", _("Finished")
+        #: Finished by ``eid_reconcile``.
+        RECONCILED = "reconciled", _("Reconciled")
+        EXPIRED = "expired", _("Expired")
+        CANCELLED = "cancelled", _("Cancelled")
+        #: A success turned down afterwards: by a site rule or a signal receiver.
+        REJECTED = "rejected", _("Rejected")
+        #: A call to the broker for it failed (the row may be unchanged).
+        BROKER_ERROR = "broker_error", _("Broker error")
+        PURGED = "purged", _("Purged")
+        ANONYMIZED = "anonymized", _("Anonymized")
+        LINKED = "linked", _("Linked")
+        BOUND = "bound", _("Bound")
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField(_("at"), default=timezone.now, editable=False)
+    kind = models.CharField(_("event"), max_length=16, choices=Kind.choices, editable=False)
+    identification_id = models.BigIntegerField(_("identification"), null=True, editable=False)
+    #: The user's primary key as text (an integer or a UUID), "" for none.
+    user_id = models.CharField(_("user"), max_length=64, blank=True, editable=False)
+    purpose = models.CharField(_("purpose"), max_length=8, blank=True, editable=False)
+    broker_api = models.CharField(_("broker API"), max_length=16, blank=True, editable=False)
+    provider = models.CharField(_("identity provider"), max_length=64, blank=True, editable=False)
+    level_of_assurance = models.CharField(
+        _("level of assurance"), max_length=32, blank=True, editable=False
+    )
+    #: The identification's status after the change.
+    status = models.CharField(_("status"), max_length=16, blank=True, editable=False)
+    #: django-eid's outcome or reason code, or the broker's error code: a code, never text.
+    outcome = models.CharField(_("outcome"), max_length=128, blank=True, editable=False)
+    display = models.CharField(_("display"), max_length=16, blank=True, editable=False)
+    address_hash = models.CharField(
+        _("start address (keyed hash)"), max_length=64, blank=True, editable=False
+    )
+    #: From the start to this change, for the changes that finish it.
+    duration_ms = models.PositiveIntegerField(_("duration (ms)"), null=True, editable=False)
+
+    class Meta:
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
+        ordering = ("-at", "-id")
+        indexes = [
+            # The export's --since/--until, the admin's list, the dashboard's windows and
+            # eid_purge --events-older-than.
+            models.Index(fields=["at"], name="django_eid_event_at"),
+            # An account's trail (eid_audit --user, the admin's search).
+            models.Index(fields=["user_id", "at"], name="django_eid_event_user"),
+            # An identification's trail.
+            models.Index(fields=["identification_id"], name="django_eid_event_ident"),
+            # The admin's filter by kind, newest first, and its capped count.
+            models.Index(fields=["kind", "at"], name="django_eid_event_kind"),
+            # The dashboard's sessions per month (django_eid.dashboard): the sessions the
+            # broker created, counted by an index-only scan of 12 months instead of a read of
+            # every event of those months (docs/benchmarks.md, "The audit trail").
+            models.Index(
+                fields=["at"],
+                name="django_eid_event_session",
+                condition=models.Q(kind="started", status="PENDING"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind} of identification {self.identification_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+        )

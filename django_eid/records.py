@@ -151,6 +151,10 @@ class IdentificationRecord:
     received: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), repr=False, compare=False
     )
+    #: An OpenID provider's signed ``id_token`` and the keys it was verified with, as the
+    #: JSON :func:`django_eid.evidence.kept` makes (``KEEP_EVIDENCE``); ``None`` otherwise.
+    #: Never in ``received`` (so never in ``raw``) nor in ``repr()``.
+    evidence: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_success(self) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 from django.core.cache import caches
 
 from django_eid import deadline as deadlines
+from django_eid import telemetry
 from django_eid.exceptions import EidError, EidUnavailable
 
 logger = logging.getLogger("django_eid.client")
@@ -166,6 +167,14 @@ class TokenStore:
             return None
         return token if fresh else None
 
+    def _shared(self) -> AccessToken | None:
+        """:meth:`_read` for a token this process needs (counted when another worker
+        fetched it: with OpenTelemetry, ``eid.broker.token.requests``)."""
+        token = self._read()
+        if token is not None:
+            telemetry.token_from_cache()
+        return token
+
     def _store(self, token: AccessToken) -> None:
         # Rounded up: the entry must not vanish before the token stops being used
         # (a worker arriving in that gap would fetch a second token).
@@ -195,7 +204,7 @@ class TokenStore:
             return None
         try:
             # Another worker may have stored a token between our read and our lock.
-            return self._read() or self._fetch_and_store()
+            return self._shared() or self._fetch_and_store()
         except EidUnavailable as err:
             # Tell the workers waiting for this token that the broker did not answer,
             # so they do not each spend another TIMEOUT on it (set before the unlock).
@@ -228,7 +237,7 @@ class TokenStore:
             )
 
     def _shared_or_fetch(self) -> AccessToken:
-        token = self._read()
+        token = self._shared()
         if token is not None:
             return token
         lock_ttl = max(1, int(self._wait) + 1)
@@ -240,7 +249,7 @@ class TokenStore:
             if call is not None and call.remaining() <= POLL_INTERVAL:
                 raise _NoTokenInTime(_no_token(call, "another worker's token request"))
             time.sleep(POLL_INTERVAL)
-            token = self._read()
+            token = self._shared()
             if token is None:
                 # The broker did not answer the holder: do not ask it again right away.
                 self._raise_if_holder_failed(since)

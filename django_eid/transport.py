@@ -28,7 +28,7 @@ import requests.auth
 import requests.utils
 from urllib3.exceptions import NewConnectionError
 
-from django_eid import __version__
+from django_eid import __version__, telemetry
 from django_eid.deadline import Deadline, DeadlineAdapter, bounded, watch
 from django_eid.exceptions import EidProtocolError, EidUnavailable
 
@@ -263,7 +263,13 @@ class Transport:
             try:
                 with watch(deadline) as w:
                     try:
-                        answer = self._read(call(), what, deadline)
+                        if telemetry.ENABLED:
+                            # The attempt in a CLIENT span (attempt: its resend count).
+                            answer = telemetry.http_attempt(
+                                what, attempt, lambda: self._read(call(), what, deadline)
+                            )
+                        else:
+                            answer = self._read(call(), what, deadline)
                     except requests.RequestException as err:
                         if w.cut or deadline.expired():
                             raise _late(what, deadline, attempt + 1) from err

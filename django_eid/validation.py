@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.module_loading import import_string
 
 from django_eid.brokers import API_NAMES, BrokerConfig, api_class, broker_api
-from django_eid.conf import DEFAULTS, EidSettings, eid_settings, parse_rate
+from django_eid.conf import DEFAULTS, EidSettings, eid_settings, parse_price, parse_rate
 from django_eid.crypto import invalid_keys
 from django_eid.outcomes import FRONTEND_KINDS, REFERENCE_PLACEHOLDER
 from django_eid.records import is_http_url
@@ -68,6 +68,7 @@ def problems(app_settings: EidSettings | None = None) -> list[Problem]:
         *_completion_and_frames(s),
         *_json_api(s),
         *_door(s),
+        *_operations(s),
     ]
 
 
@@ -487,6 +488,15 @@ def _settings_of_other_apis(s: EidSettings) -> Iterator[Problem]:
             "Only the v1 broker's frame tells the page embedding it how it ended; with "
             "this API the frame page polls the session's status.",
         )
+    if s.KEEP_EVIDENCE and api != "oidc":
+        yield Problem(
+            "django_eid.W029",
+            "warning",
+            f"DJANGO_EID['KEEP_EVIDENCE'] is on, but BROKER_API {api!r} returns no signed "
+            "token: no evidence is kept.",
+            "Only an OpenID provider signs the identity it returns (BROKER_API 'oidc'); "
+            "remove KEEP_EVIDENCE, or set BROKER_API.",
+        )
     if api == "eid-hub":
         for key in ("BASE_URL", "AUTH_URL"):
             host = urlsplit(str(s.raw(key) or "")).hostname
@@ -736,4 +746,17 @@ def _door(s: EidSettings) -> Iterator[Problem]:
             f"DJANGO_EID['SIGNUP'] opens sign-up, but {EID_BACKEND!r} is not in "
             "AUTHENTICATION_BACKENDS: nobody can log in with an eID.",
             "Add it next to the backends the site has.",
+        )
+
+
+def _operations(s: EidSettings) -> Iterator[Problem]:
+    """What running it in production reads: the dashboard's price of a session."""
+    price = s.raw("PRICE_PER_SESSION")
+    if price is not None and parse_price(price) is None:
+        yield Problem(
+            "django_eid.E045",
+            "error",
+            f"DJANGO_EID['PRICE_PER_SESSION'] = {price!r} is not a price: a number of at least 0 "
+            "(an int, a float, a Decimal or a string such as '0.35') was expected.",
+            "Set it to the broker's price of one session, or to None for no estimate.",
         )

@@ -398,6 +398,23 @@ def verify(
 
 
 @pytest.fixture
+def verifying() -> Iterator[Callable[[Callable[..., None]], None]]:
+    """``verifying(receiver)`` connects a receiver of ``identification_verifying`` for the test."""
+    from django_eid.models import Identification
+    from django_eid.signals import identification_verifying
+
+    connected: list[Callable[..., None]] = []
+
+    def connect(receiver: Callable[..., None]) -> None:
+        identification_verifying.connect(receiver, sender=Identification, weak=False)
+        connected.append(receiver)
+
+    yield connect
+    for receiver in connected:
+        identification_verifying.disconnect(receiver, sender=Identification)
+
+
+@pytest.fixture
 def signals() -> Iterator[Signals]:
     """Every django-eid signal sent during the test (:class:`tests.fixtures_views.Signals`)."""
     from tests.fixtures_views import Signals

@@ -249,6 +249,9 @@ def test_valid_values_that_look_odd_are_accepted(settings: SettingsWrapper) -> N
         ("django_eid.W023", {"IDENTITY_PROVIDER": "NO_BANKID_WBE"}),
         ("django_eid.W023", {"ALLOWED_PROVIDERS": ["NO_BANKID_WEB", "SE_BANKID"]}),
         ("django_eid.W023", {"IDENTITY_PROVIDER": "UNKNOWN"}),  # a record's value only
+        # The REST APIs return no signed token: no evidence to keep.
+        ("django_eid.W029", {"KEEP_EVIDENCE": True}),
+        ("django_eid.W029", {"BROKER_API": "v2", "KEEP_EVIDENCE": True}),
         ("django_eid.W023", {"BROKER_API": "v2", "ALLOWED_PROVIDERS": ["nbid"]}),
         (
             "django_eid.W023",
@@ -468,6 +471,7 @@ def test_client_refuses_an_oidc_configuration_with_errors(
         {**OIDC, **SIGNED, "CLIENT_SECRET": None, "OIDC_PRIVATE_KEY_ID": "shop-1"},
         {**OIDC, **SIGNED, "CLIENT_SECRET": None, "OIDC_PRIVATE_KEY": EC_PRIVATE_PEM},
         {**OIDC, "TOKEN_AUTH_METHOD": "post"},
+        {**OIDC, "KEEP_EVIDENCE": True},
     ],
 )
 @pytest.mark.usefixtures("shared_cache")
@@ -528,3 +532,17 @@ def test_an_open_sign_up_without_the_eid_backend_is_warned_about(
 def test_the_door_s_defaults_are_valid(settings: SettingsWrapper) -> None:
     found = ids(run(settings, debug=True, LOGIN_PROVIDERS=["NO_BANKID_WEB"], LOGIN_RATE=None))
     assert not {i for i in found if i[-4:] in ("E038", "E039", "E040", "E041", "E042", "E043")}
+
+
+@pytest.mark.parametrize("price", [None, 0, 1, 0.35, "0.35", "12"])
+def test_a_price_per_session_is_a_number_of_at_least_zero(
+    settings: SettingsWrapper, price: Any
+) -> None:
+    assert "django_eid.E045" not in ids(run(settings, debug=True, PRICE_PER_SESSION=price))
+
+
+@pytest.mark.parametrize("price", [-1, "-0.5", "free", "NaN", float("inf"), True, [1]])
+def test_a_price_per_session_that_is_no_price_is_an_error(
+    settings: SettingsWrapper, price: Any
+) -> None:
+    assert "django_eid.E045" in ids(run(settings, debug=True, PRICE_PER_SESSION=price))

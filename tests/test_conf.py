@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,25 @@ def test_client_takes_an_explicit_settings_object() -> None:
     client = EidClient(app_settings=eid_settings)
     assert client.settings is eid_settings
     client.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "price"),
+    [
+        (None, None),
+        (0, Decimal(0)),
+        (2, Decimal(2)),
+        (0.1, Decimal("0.1")),  # by its shortest form, not 0.1000000000000000055...
+        ("0.35", Decimal("0.35")),
+        (Decimal("1.25"), Decimal("1.25")),
+        (-1, None),  # E045
+        ("NaN", None),
+        ("free", None),
+        (True, None),
+    ],
+)
+def test_price_per_session(settings: SettingsWrapper, value: object, price: Decimal | None) -> None:
+    settings.DJANGO_EID = eid_settings_with(PRICE_PER_SESSION=value, PRICE_CURRENCY="NOK")
+    found = eid_settings.PRICE_PER_SESSION
+    assert found == price
+    assert eid_settings.PRICE_CURRENCY == "NOK"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import time_machine
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
@@ -226,6 +227,29 @@ def test_demo_user_command_needs_a_password_without_debug(db: None) -> None:
 
     with pytest.raises(CommandError, match="--password"):
         call_command("eid_demo_user", stdout=StringIO())
+
+
+def test_demo_fill_command_writes_a_reproducible_month(db: None) -> None:
+    from django_eid.dashboard import figures
+    from django_eid.models import AuditEvent
+
+    def fill(*args: str) -> tuple[Any, ...]:
+        call_command("eid_demo_fill", "--per-day", "6", "--seed", "7", *args, stdout=StringIO())
+        found = figures()
+        return found.days, found.by_provider, found.median_ms, found.months
+
+    with time_machine.travel(timezone.now(), tick=False):  # the same "today so far"
+        first = fill()
+        rows = Identification.objects.count()
+        again = fill("--clear")
+    assert rows > 100
+    assert AuditEvent.objects.filter(kind="started").count() == rows
+    days, providers, median, _months = first
+    assert sum(d.outcomes["SUCCESS"] for d in days) > sum(d.outcomes["ERROR"] for d in days) > 0
+    assert {r.key for r in providers} >= {"", "NO_BANKID_WEB"}
+    assert median is not None
+    assert again == first  # the same seed, the same month
+    assert Identification.objects.count() == rows
 
 
 # -- The example's own settings module, as `manage.py` loads it -------------------

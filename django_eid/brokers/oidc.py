@@ -26,6 +26,7 @@ is :mod:`django_eid.brokers.oidc_presets`'.
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import hmac
 import json
@@ -34,16 +35,18 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final, TypeGuard
+from typing import Any, ClassVar, Final, NamedTuple, TypeGuard
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 import requests.auth
 from django.core.cache import caches
+from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, RSAKey
 
+from django_eid import crypto
 from django_eid.brokers import (
     ApiCall,
     BrokerApi,
@@ -101,14 +104,16 @@ ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES25
 _CODE_RE: Final = re.compile(r"^[\x21-\x7e]{1,2048}\Z")
 
 
-def derived(purpose: str, external_id: str) -> str:
+def derived(purpose: str, external_id: str, *, secret: str | None = None) -> str:
     """A secret of one authorization request: a keyed hash of its ``state``.
 
     43 characters of base64url (256 bits): a valid PKCE ``code_verifier`` (RFC 7636
-    4.1) and a ``nonce``. Under ``SECRET_KEY``: whoever sees the ``state`` in a URL
-    cannot compute either.
+    4.1) and a ``nonce``. Under ``SECRET_KEY`` (or ``secret``, one of its fallbacks):
+    whoever sees the ``state`` in a URL cannot compute either.
     """
-    digest = salted_hmac(f"django_eid.oidc.{purpose}", external_id, algorithm="sha256").digest()
+    digest = salted_hmac(
+        f"django_eid.oidc.{purpose}", external_id, secret=secret, algorithm="sha256"
+    ).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
@@ -333,7 +338,7 @@ class OidcApi(BrokerApi):
         if code is None or not _CODE_RE.match(code):
             return _failed(request_id, "invalid_request", "the return carries no usable code")
         try:
-            claims, granted = self._redeem(code, external_id, return_url)
+            claims, granted, signed = self._redeem(code, external_id, return_url)
         except (EidProtocolError, TokenError) as err:
             # The code is spent (or refused): another try cannot succeed, so the session
             # ends here. A provider out of reach before the exchange (EidUnavailable)
@@ -347,7 +352,7 @@ class OidcApi(BrokerApi):
             else:
                 kind = "id_token_invalid" if isinstance(err, IdTokenInvalid) else "protocol_error"
             return _failed(request_id, kind, str(err))
-        return self._record(request_id, claims, granted=granted)
+        return self._record(request_id, claims, granted=granted, signed=signed)
 
     def _issuer_problem(self, params: Mapping[str, Sequence[str]]) -> str | None:
         """Why the return's ``iss`` (RFC 9207) does not show it is this provider's, or
@@ -367,9 +372,10 @@ class OidcApi(BrokerApi):
     # -- the code exchange ---------------------------------------------------------------
     def _redeem(
         self, code: str, external_id: str, return_url: str
-    ) -> tuple[dict[str, Any], str | None]:
-        """The verified claims of the code's tokens, and the ``scope`` the token answer says
-        was granted (``None``: it says none, which means all that was asked, RFC 6749 5.1)."""
+    ) -> tuple[dict[str, Any], str | None, _Signed]:
+        """The verified claims of the code's tokens, the ``scope`` the token answer says
+        was granted (``None``: it says none, which means all that was asked, RFC 6749 5.1),
+        and the id_token with the keys that verified it."""
         metadata = self.discovery()
         # The keys first: a provider whose keys cannot be had now does not get the code,
         # which a reload can then still exchange.
@@ -389,9 +395,11 @@ class OidcApi(BrokerApi):
             # The code is spent: a reload would only be refused (invalid_grant).
             raise _SpentCode(f"after the code was exchanged, {err}") from err
 
-    def _claims_of(self, answer: Answer, *, nonce: str) -> tuple[dict[str, Any], str | None]:
-        """The verified claims of the token endpoint's answer (and userinfo's), and the
-        scope it says was granted."""
+    def _claims_of(
+        self, answer: Answer, *, nonce: str
+    ) -> tuple[dict[str, Any], str | None, _Signed]:
+        """The verified claims of the token endpoint's answer (and userinfo's), the scope it
+        says was granted, and the id_token with the keys that verified it."""
         body = storable_object(answer.json(), answer.what)
         granted = body.get("scope")
         id_token = body.get("id_token")
@@ -401,17 +409,18 @@ class OidcApi(BrokerApi):
         token_type = body.get("token_type")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             raise EidProtocolError(f"{answer.what} answered a token_type other than Bearer")
-        claims = self.validate_id_token(
+        claims, keys = self._validated(
             id_token,
             nonce=nonce,
             access_token=access_token if isinstance(access_token, str) else None,
             from_token_endpoint=True,
         )
+        signed = _Signed(id_token, keys)
         if self.preset.userinfo:
             if not isinstance(access_token, str) or not access_token:
                 raise IdTokenInvalid(f"{answer.what} answered without an access_token")
             claims = {**claims, **self.userinfo(access_token, subject=str(claims["sub"]))}
-        return claims, granted if isinstance(granted, str) else None
+        return claims, granted if isinstance(granted, str) else None, signed
 
     def validate_id_token(
         self,
@@ -424,13 +433,26 @@ class OidcApi(BrokerApi):
         """The claims of ``token`` once every check of OIDC Core 3.1.3.7 passed;
         :class:`IdTokenInvalid` naming the first that failed. ``from_token_endpoint``: the
         provider itself answered it to this client's code exchange (see :meth:`jwks`)."""
-        claims = self._verified(token, what="the id_token", solicited=from_token_endpoint)
+        return self._validated(
+            token, nonce=nonce, access_token=access_token, from_token_endpoint=from_token_endpoint
+        )[0]
+
+    def _validated(
+        self,
+        token: str,
+        *,
+        nonce: str | None,
+        access_token: str | None,
+        from_token_endpoint: bool,
+    ) -> tuple[dict[str, Any], KeySet]:
+        """:meth:`validate_id_token`'s claims, and the provider's keys that verified them."""
+        claims, keys = self._verify(token, what="the id_token", solicited=from_token_endpoint)
         self._check_claims(claims, what="the id_token", nonce=nonce)
         if access_token is not None and "at_hash" in claims:
             alg = self._header(token).get("alg", "")
             if not hmac.compare_digest(str(claims["at_hash"]), at_hash(access_token, alg)):
                 raise IdTokenInvalid("the id_token's at_hash does not match its access token")
-        return claims
+        return claims, keys
 
     def userinfo(self, access_token: str, *, subject: str) -> dict[str, Any]:
         """The userinfo endpoint's claims (JSON, or a JWT verified like the id_token); its
@@ -480,6 +502,12 @@ class OidcApi(BrokerApi):
         return wanted
 
     def _verified(self, token: str, *, what: str, solicited: bool = False) -> dict[str, Any]:
+        return self._verify(token, what=what, solicited=solicited)[0]
+
+    def _verify(
+        self, token: str, *, what: str, solicited: bool = False
+    ) -> tuple[dict[str, Any], KeySet]:
+        """The claims of the signed ``token``, and the provider's keys that verified it."""
         if token.count(".") == 4:
             raise IdTokenInvalid(f"{what} is encrypted (JWE), which django-eid does not decrypt")
         if token.count(".") != 2:
@@ -510,7 +538,7 @@ class OidcApi(BrokerApi):
             storable_object(claims, what)
         except EidProtocolError as err:
             raise IdTokenInvalid(str(err)) from err
-        return claims
+        return claims, keys
 
     def _check_claims(
         self,
@@ -706,7 +734,12 @@ class OidcApi(BrokerApi):
         return self._push(endpoint, self.authorization_params(request))
 
     def _record(
-        self, request_id: str, claims: Mapping[str, Any], *, granted: str | None
+        self,
+        request_id: str,
+        claims: Mapping[str, Any],
+        *,
+        granted: str | None,
+        signed: _Signed | None = None,
     ) -> IdentificationRecord:
         found: Claims = self.preset.read(claims)
         provider = found.provider
@@ -726,6 +759,15 @@ class OidcApi(BrokerApi):
             refusal = SCOPE_NOT_GRANTED
         elif number_asked and not found.number:
             refusal = NUMBER_MISSING
+        kept = None
+        if signed is not None and self.settings.KEEP_EVIDENCE:
+            kept = evidence_of(
+                signed.id_token,
+                signed.keys,
+                issuer=self.issuer,
+                preset=self.preset.name,
+                unique_id=found.unique_id,
+            )
         return IdentificationRecord(
             request_id=request_id,
             status="success",
@@ -746,6 +788,7 @@ class OidcApi(BrokerApi):
             received={
                 k: v for k, v in received.items() if not (found.number and v == found.number)
             },
+            evidence=kept,
         )
 
 
@@ -775,6 +818,13 @@ _PROTOCOL_CLAIMS: Final = frozenset(
 
 #: ``LANGUAGE``'s codes as ``ui_locales`` (BCP 47).
 _UI_LOCALES: Final = {"NO": "nb", "EN": "en", "SV": "sv", "DA": "da", "FI": "fi"}
+
+
+class _Signed(NamedTuple):
+    """An id_token as the provider sent it, and the provider's keys that verified it."""
+
+    id_token: str
+    keys: KeySet
 
 
 class _SpentCode(EidProtocolError):
@@ -869,3 +919,32 @@ def _cache_add(key: str) -> bool:
         return bool(_cache().add(key, 1, JWKS_REFRESH_INTERVAL))
     except Exception:
         return True
+
+
+#: The version of the evidence's JSON (``KEEP_EVIDENCE``): a later format must still read
+#: this one (:func:`django_eid.evidence.verify`).
+EVIDENCE_VERSION: Final = 1
+
+
+def evidence_of(
+    id_token: str,
+    keys: KeySet,
+    *,
+    issuer: str,
+    preset: str,
+    unique_id: str | None,
+) -> crypto.SensitiveText:
+    """The evidence of an identification: the ``id_token`` as received, the public keys of
+    the provider's JWK set that verified it, the issuer, the preset that read the identity
+    from it (which claim is the person's unique id) and that unique id, as JSON. Masked in
+    ``repr()``: the token holds the person's claims."""
+    payload = {
+        "version": EVIDENCE_VERSION,
+        "id_token": id_token,
+        "jwks": keys.as_dict(private=False),
+        "issuer": issuer,
+        "preset": preset,
+        "unique_id": unique_id or "",
+        "kept_at": timezone.now().astimezone(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    return crypto.SensitiveText(json.dumps(payload, separators=(",", ":"), sort_keys=True))

@@ -27,7 +27,7 @@ from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from django_eid import outcomes
+from django_eid import outcomes, telemetry
 from django_eid.conf import eid_settings
 from django_eid.flows.refused import Refused
 from django_eid.models import StartCounter
@@ -95,6 +95,7 @@ def spend(browser_key: str | None, client_ip: str | None) -> None:
         return
     counts = _count(counters)
     if any(counts.get(key, 0) > limit for key, _window, limit in counters):
+        telemetry.refused(outcomes.TOO_MANY_STARTS.code)
         raise Refused(outcomes.TOO_MANY_STARTS)
 
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import claims, crypto, outcomes, signals
+from django_eid import audit, claims, crypto, outcomes, signals
 from django_eid.brokers import broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
@@ -71,27 +71,40 @@ def undecided(row: Identification, record: IdentificationRecord) -> bool:
     return record.in_progress
 
 
-def transition(row: Identification, **fields: Any) -> bool:
+def transition(row: Identification, event: str | None = None, **fields: Any) -> bool:
     """Move ``row`` out of PENDING with ``fields``; False if someone else did first.
 
     One ``UPDATE ... WHERE status = 'PENDING'``, atomic on its own (no BEGIN/COMMIT or
-    SAVEPOINT round trips). Its SQL is made once per database backend and set of fields,
-    each value prepared by its model field as the ORM's ``update()`` would (the number
-    encrypted, JSON adapted, a user given by its key): every return runs it, and compiling
-    the ORM's ``update()`` of twenty columns cost more than the database's work for it
-    (docs/benchmarks.md).
+    SAVEPOINT round trips), and its audit event of kind ``event`` (by default how rows
+    finish here: :func:`django_eid.audit.finishing_as`): on PostgreSQL in the same statement,
+    elsewhere in the same transaction. Its SQL is made once per database backend and set of
+    fields, each value prepared by its model field as the ORM's ``update()`` would (the
+    number encrypted, JSON adapted, a user given by its key): every return runs it, and
+    compiling the ORM's ``update()`` of twenty columns cost more than the database's work
+    for it (docs/benchmarks.md).
     """
     fields.setdefault("completed_at", timezone.now())
     db = connections[router.db_for_write(Identification, instance=row)]
     sql, prepared = _UpdateSql.of(db, tuple(fields))
     values = [prepare(fields[name], db) for name, prepare in prepared]
     values += [Identification._meta.pk.get_db_prep_value(row.pk, db), Status.PENDING.value]
-    with db.cursor() as cursor:
-        cursor.execute(sql, values)
-        changed = cursor.rowcount
+    kind = event or audit.finish_kind()
+    recorded = audit.values_of(row, kind, at=fields["completed_at"], changes=fields)
+    events = audit.EventSql.of(db)
+    if events.joined:
+        with db.cursor() as cursor:
+            cursor.execute(events.after_change(sql), values + events.params(recorded, db))
+            changed = cursor.rowcount
+    else:
+        with audit.atomic_change(db), db.cursor() as cursor:
+            cursor.execute(sql, values)
+            changed = cursor.rowcount
+            if changed:
+                cursor.execute(events.insert_sql, events.params(recorded, db))
     if changed:
         for name, value in fields.items():
             setattr(row, name, value)
+        audit.announce(recorded, using=db.alias)
     else:
         row.refresh_from_db()
     return bool(changed)
@@ -145,12 +158,14 @@ def _preparer(field: Any) -> Any:
 
 def expire(row: Identification) -> bool:
     """Mark ``row`` expired; False if it had finished otherwise."""
-    return transition(row, status=Status.EXPIRED)
+    return transition(row, audit.Kind.EXPIRED, status=Status.EXPIRED)
 
 
-def abort(row: Identification, request: HttpRequest | None = None) -> bool:
+def abort(
+    row: Identification, request: HttpRequest | None = None, *, event: str | None = None
+) -> bool:
     """Mark ``row`` aborted; False if it had already finished otherwise (a race lost)."""
-    if not transition(row, status=Status.ABORTED):
+    if not transition(row, event, status=Status.ABORTED):
         return False
     logger.info("Identification %s aborted by the user.", row.pk)
     send(signals.identification_aborted, row, request)
@@ -164,7 +179,7 @@ def cancel(row: Identification, request: HttpRequest | None = None) -> bool:
     The broker's answer does not decide: the row is aborted first (a callback arriving
     meanwhile then finds it finished), and a broker that cannot invalidate is logged.
     """
-    if not abort(row, request):
+    if not abort(row, request, event=audit.Kind.CANCELLED):
         return False
     if row.request_id:
         try:
@@ -285,6 +300,7 @@ def _succeed(row: Identification, fields: dict[str, Any], request: HttpRequest |
                 Identification.objects.filter(pk=row.pk).update(**outcome)
                 for name, value in outcome.items():
                     setattr(row, name, value)
+                audit.write(row, audit.Kind.REJECTED)
         if refused is not None:
             logger.info("Identification %s refused by the site's rules (%s).", row.pk, refused.code)
             send(signals.identification_failed, row, request)
@@ -372,6 +388,8 @@ def _identity_fields(row: Identification, record: IdentificationRecord) -> dict[
         # Scrubbed (a number the broker put elsewhere) and capped, as every broker text.
         "metadata": fit_json(scrub_json(dict(record.metadata))),
         "raw": fit_json(record.redacted()),
+        # The provider's signed token and its keys, encrypted (django_eid.evidence).
+        "evidence": record.evidence if eid_settings.KEEP_EVIDENCE else None,
     }
     if record.identity_provider:
         # A record without a provider keeps the one that was asked for.
@@ -410,10 +428,11 @@ def receive_success(
             status=Status.REJECTED, error_code=code, error_message=reason
         )
         if changed:
+            row.status, row.error_code, row.error_message = Status.REJECTED, code, reason
             # The row no longer holds the identity, so neither does the account through it.
             claims.release(row)
+            audit.write(row, audit.Kind.REJECTED)
     if changed:
-        row.status, row.error_code, row.error_message = Status.REJECTED, code, reason
         logger.info("Identification %s rejected by a receiver.", row.pk)
         send(signals.identification_failed, row, request)
 

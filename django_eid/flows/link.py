@@ -19,7 +19,7 @@ from django.db import connections, router, transaction
 from django.db.models import QuerySet
 from django.db.models.constants import OnConflict
 
-from django_eid import outcomes
+from django_eid import audit, outcomes
 from django_eid.brokers import provider_family
 from django_eid.conf import eid_settings
 from django_eid.flows.refused import Refused
@@ -73,10 +73,22 @@ def link(row: Identification, *, always: bool = False) -> None:
         f"{db.ops.on_conflict_suffix_sql(fields, ignore, None, None)}"
     )
     values = [f.get_db_prep_save(f.pre_save(made, add=True), db) for f in fields]
-    with db.cursor() as cursor:
-        cursor.execute(sql, values)
-        # Linked now: the page needs no question whether another account holds the person.
-        row.linked_now = cursor.rowcount == 1
+    recorded = audit.values_of(row, audit.Kind.LINKED)
+    events = audit.EventSql.of(db)
+    if events.joined:
+        with db.cursor() as cursor:
+            cursor.execute(events.after_change(sql), values + events.params(recorded, db))
+            linked = cursor.rowcount == 1
+    else:
+        with audit.atomic_change(db), db.cursor() as cursor:
+            cursor.execute(sql, values)
+            linked = cursor.rowcount == 1
+            if linked:
+                cursor.execute(events.insert_sql, events.params(recorded, db))
+    # Linked now: the page needs no question whether another account holds the person.
+    row.linked_now = linked
+    if linked:
+        audit.announce(recorded, using=db.alias)
 
 
 def linked_elsewhere(row: Identification) -> bool:

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections, router
 from django.utils import timezone
 
-from django_eid import crypto
+from django_eid import audit, crypto
 from django_eid.conf import eid_settings
 from django_eid.models import Identification
 
@@ -90,8 +90,12 @@ class StartSql:
         marks = ", ".join(["%s"] * len(self.insert_fields))
         self.returning = bool(db.features.can_return_columns_from_insert)
         pk_column = col[ident.pk.name]
-        self.insert_sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})" + (  # noqa: S608
-            f" RETURNING {pk_column}" if self.returning else ""
+        plain_insert = f"INSERT INTO {table} ({columns}) VALUES ({marks})"  # noqa: S608
+        self.insert_sql = plain_insert + (f" RETURNING {pk_column}" if self.returning else "")
+        # With its "started" event, where that is one statement (PostgreSQL).
+        events = audit.EventSql.of(db)
+        self.insert_with_event_sql = (
+            events.after_insert(plain_insert, pk_column) if events.joined else None
         )
         self.pk_column = ident.pk.column or ident.pk.name
         self.request_id_sql = (
@@ -140,16 +144,32 @@ class StartSql:
 
     def insert(self, db: BaseDatabaseWrapper, row: Identification) -> None:
         """INSERT the new ``row`` (its values prepared by its fields, as ``save()`` would:
-        the defaults, the number's lookup hash); its key set from the database."""
+        the defaults, the number's lookup hash) and its ``started`` audit event: one
+        statement on PostgreSQL, one transaction elsewhere. The row's key is set from the
+        database."""
         if row.social_security_number:  # never at a start; kept in step as save() keeps it
             row.social_security_number_hash = crypto.lookup_hash(row.social_security_number)
         values = [f.get_db_prep_save(f.pre_save(row, add=True), db) for f in self.insert_fields]
-        with db.cursor() as cursor:
-            cursor.execute(self.insert_sql, values)
-            if self.returning:
+        recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
+        events = audit.EventSql.of(db)
+        if self.insert_with_event_sql is not None:
+            with db.cursor() as cursor:
+                cursor.execute(
+                    self.insert_with_event_sql, values + events.params_after_insert(recorded, db)
+                )
                 (pk,) = cursor.fetchone()
-            else:
-                pk = db.ops.last_insert_id(cursor, Identification._meta.db_table, self.pk_column)
+        else:
+            with audit.atomic_change(db), db.cursor() as cursor:
+                cursor.execute(self.insert_sql, values)
+                if self.returning:
+                    (pk,) = cursor.fetchone()
+                else:
+                    table = Identification._meta.db_table
+                    pk = db.ops.last_insert_id(cursor, table, self.pk_column)
+                recorded["identification_id"] = pk
+                cursor.execute(events.insert_sql, events.params(recorded, db))
+        recorded["identification_id"] = pk
+        audit.announce(recorded, using=db.alias)
         row.pk = pk
         row._state.adding = False
         row._state.db = db.alias

@@ -24,7 +24,7 @@ from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import outcomes
+from django_eid import audit, outcomes
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
@@ -32,7 +32,7 @@ from django_eid.exceptions import EidConfigurationError, EidError, EidProtocolEr
 from django_eid.flows import finish, settle
 from django_eid.flows.pending import RowReader
 from django_eid.flows.refused import Refused
-from django_eid.models import Identification, fit
+from django_eid.models import ENCRYPTED_FIELDS, Identification, fit
 from django_eid.records import IdentificationRecord, Progress
 
 if TYPE_CHECKING:
@@ -145,11 +145,11 @@ def by_reference(reference: str) -> Identification | None:
 
 
 _BY_REFERENCE: dict[str, str] = {}
-#: The columns a return reads: all but the number (decrypted only if read).
+#: The columns a return reads: all but the encrypted ones (decrypted only if read).
 _ROW_FIELDS: Final = tuple(
     f.name
     for f in Identification._meta.concrete_fields
-    if f.column and f.name != "social_security_number"
+    if f.column and f.name not in ENCRYPTED_FIELDS
 )
 
 
@@ -185,6 +185,28 @@ def return_to(
     the broker's ids do not match, or when the record cannot be had yet (the row then
     stays pending: the user may reload).
     """
+    with audit.finishing_as(audit.Kind.RETURNED):
+        return _return_to(
+            kind,
+            user=user,
+            reference=reference,
+            params=params,
+            browser_holds=browser_holds,
+            request=request,
+            return_url=return_url,
+        )
+
+
+def _return_to(
+    kind: str,
+    *,
+    user: Any,
+    reference: str,
+    params: Mapping[str, Sequence[str]],
+    browser_holds: bool,
+    request: HttpRequest | None,
+    return_url: str,
+) -> Returned:
     row = find(user, reference)
     if row is None:
         raise Refused(outcomes.INVALID_LINK)
@@ -283,7 +305,7 @@ def finished_elsewhere(
         rows = rows.exclude(purpose=Identification.Purpose.VERIFY)
     if next_url is not None:
         rows = rows.filter(next_url=next_url)
-    return rows.defer("social_security_number").order_by("-completed_at", "-pk").first()
+    return rows.defer(*ENCRYPTED_FIELDS).order_by("-completed_at", "-pk").first()
 
 
 def callback_return(params: Mapping[str, Sequence[str]]) -> tuple[str, str] | None:
@@ -363,6 +385,7 @@ def retrieve(
         raise Refused(outcomes.NOT_AVAILABLE) from err
     except EidError as err:
         logger.warning("Retrieving identification %s failed: %s", row.pk, err)
+        audit.write(row, audit.Kind.BROKER_ERROR, outcome=type(err).__name__)
         if isinstance(err, EidUnavailable):
             raise Refused(outcomes.RETRIEVE_UNREACHABLE) from err
         if isinstance(err, EidProtocolError):  # answered, but not what the contract says

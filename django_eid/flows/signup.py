@@ -23,11 +23,11 @@ from django.db import IntegrityError, router, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from django_eid import claims, outcomes, signals
+from django_eid import audit, claims, outcomes, signals
 from django_eid.conf import eid_settings
 from django_eid.flows import finish, link
 from django_eid.flows.refused import Refused
-from django_eid.models import Identification, LinkedIdentity
+from django_eid.models import ENCRYPTED_FIELDS, Identification, LinkedIdentity
 from django_eid.person_keys import uid_key
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def pending(reference: str | None) -> Identification | None:
         return None
     # The primary: a replica may not have the row finished, or bound, yet.
     rows = unbound().using(router.db_for_write(Identification))
-    return rows.filter(reference=reference).defer("social_security_number").first()
+    return rows.filter(reference=reference).defer(*ENCRYPTED_FIELDS).first()
 
 
 def bind(row: Identification, user: Any, *, request: HttpRequest | None = None) -> Identification:
@@ -157,6 +157,7 @@ def _bind(row: Identification, user: Any) -> None:
     if not bound:
         raise Refused(outcomes.NOTHING_TO_BIND)
     row.user = user
+    audit.write(row, audit.Kind.BOUND)
     key = uid_key(row)
     if key is not None:
         link.link(row, always=True)

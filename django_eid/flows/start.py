@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import backends, claims, crypto, outcomes, signals
+from django_eid import audit, backends, claims, crypto, outcomes, signals
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
@@ -233,6 +233,7 @@ def start(
         # The starting browser, for completion without its callback; not the values. Empty
         # when it cannot be recognised (no valid address, no user agent): never matched.
         device_key=crypto.device_key(client_ip, fit("user_agent", user_agent)),
+        start_address_hash=crypto.address_hash(client_ip),
         same_person=same_person,
     )
     if at_the_door:
@@ -301,6 +302,9 @@ def _reserve(row: Identification) -> None:
     with transaction.atomic(using=alias):
         sql.lock(db, row.user_id)
         if sql.count_unfinished(db, row.user_id) >= eid_settings.MAX_PENDING_PER_USER:
+            from django_eid import telemetry  # on the (rare) refusal path only
+
+            telemetry.refused(outcomes.TOO_MANY_PENDING.code)
             raise Refused(outcomes.TOO_MANY_PENDING)
         sql.insert(db, row)
 
@@ -376,6 +380,7 @@ def _store_failure(row: Identification, err: EidError) -> None:
         error_code=type(err).__name__,
         error_message=fit("error_message", message),
     )
+    audit.write(row, audit.Kind.BROKER_ERROR, outcome=type(err).__name__)
     logger.warning("Creating identification session %s failed: %s", row.pk, message)
 
 

@@ -28,6 +28,7 @@ from django_eid import crypto
 from django_eid import signals as eid_signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification, PersonClaim, max_length
+from tests.audit_sql import event_statements
 from tests.fixtures_broker import (
     API_SETTINGS,
     SSN,
@@ -367,7 +368,8 @@ def test_what_the_claims_cost_in_queries(
     eid(ONE_ACCOUNT_PER_PERSON=one_account, GET_SOCIAL_SECURITY_NUMBER=True)
     started = start()
     broker.will_return(started.request_id)
-    with django_assert_num_queries(queries):  # the API adds its own (test_site_rules.py)
+    # The UPDATE's and the link's audit events with them.
+    with django_assert_num_queries(queries + event_statements(2)):  # the API: test_site_rules.py
         assert alice_client.get(started.success_url()).status_code == 302
     row = started.refresh()
     assert row.status == Status.SUCCESS

@@ -137,6 +137,7 @@ def test_a_dry_run_counts_exactly_what_a_run_does_and_changes_nothing(
     assert out == (
         "Would expire 2 stale pending identification(s).\n"
         f"Would {verb} 6 finished identification(s) older than 90 days, 0:00:00.\n"
+        "Would write 8 audit event(s).\n"
     )
 
 

@@ -122,3 +122,31 @@ def test_a_flow_after_rotation_writes_under_the_new_key(
     assert crypto.is_current(ciphertexts()[started.pk] or "")
     eid(ENCRYPTION_KEYS=[NEW])
     assert started.row.social_security_number == SSN
+
+
+def test_kept_evidence_moves_to_the_first_key_with_the_numbers(
+    alice: AbstractBaseUser, eid: Callable[..., None]
+) -> None:
+    """``KEEP_EVIDENCE``'s column is encrypted like the number: a rotation moves it too, each
+    column on its own (a row with evidence only, one with both, one with the number only)."""
+    eid(ENCRYPTION_KEYS=[OLD])
+    evidence_only = Identification.objects.create(user=alice, evidence='{"id_token": "a.b.c"}')
+    both = Identification.objects.create(
+        user=alice, social_security_number=SSN, evidence='{"id_token": "d.e.f"}'
+    )
+    number_only = make_rows(alice, 1)[0]
+    eid(ENCRYPTION_KEYS=[NEW, OLD])
+    assert run("eid_reencrypt", "--dry-run") == (
+        "2 identification(s) are not under the first key.\n"
+        "The evidence of 2 identification(s) is not under it.\n"
+    )
+    assert run("eid_reencrypt") == (
+        "Re-encrypted 2 identification(s) under the first key.\n"
+        "Re-encrypted the evidence of 2 identification(s).\n"
+    )
+    eid(ENCRYPTION_KEYS=[NEW])  # the old key gone: everything still reads
+    assert Identification.objects.get(pk=evidence_only.pk).evidence == '{"id_token": "a.b.c"}'
+    row = Identification.objects.get(pk=both.pk)
+    assert (row.social_security_number, row.evidence) == (SSN, '{"id_token": "d.e.f"}')
+    assert Identification.objects.get(pk=number_only).social_security_number
+    assert run("eid_reencrypt", "--dry-run") == "0 identification(s) are not under the first key.\n"

@@ -4,7 +4,7 @@ and the compatibility of a rejection from ``identification_succeeded``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,26 +14,13 @@ from django.test import Client
 from django_eid import signals as eid_signals
 from django_eid.exceptions import IdentificationRejected
 from django_eid.models import Identification, PersonClaim
+from tests.audit_sql import event_statements
 from tests.fixtures_broker import SAMPLE, ScriptedBroker, expected
 from tests.fixtures_views import Signals, Started
 
 pytestmark = pytest.mark.django_db
 
 Status = Identification.Status
-
-
-@pytest.fixture
-def verifying() -> Iterator[Callable[[Callable[..., None]], None]]:
-    """``verifying(receiver)`` connects a receiver of ``identification_verifying`` for the test."""
-    connected: list[Callable[..., None]] = []
-
-    def connect(receiver: Callable[..., None]) -> None:
-        eid_signals.identification_verifying.connect(receiver, sender=Identification, weak=False)
-        connected.append(receiver)
-
-    yield connect
-    for receiver in connected:
-        eid_signals.identification_verifying.disconnect(receiver, sender=Identification)
 
 
 #: ``finish(person=None, **record)`` -> the start and the response to its return.
@@ -189,8 +176,8 @@ def test_without_rules_the_success_is_one_update(
     # Session, user, the row, the UPDATE, the link's INSERT (LINK_ON_VERIFY) and the
     # session's UPDATE, each of these two in a savepoint pair here (inside the test's
     # transaction; a request outside one runs them alone). The INSERT linked the person:
-    # the page asks nothing more.
-    with django_assert_num_queries(10 + expected().extra_return_queries):
+    # the page asks nothing more. The UPDATE's and the INSERT's audit events with them.
+    with django_assert_num_queries(10 + expected().extra_return_queries + event_statements(2)):
         assert alice_client.get(started.success_url()).status_code == 302
 
 

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_eid import admin as eid_admin
-from django_eid.models import Identification
+from django_eid.models import AuditEvent, Identification
 from tests.production.test_indexes import IDENTIFICATIONS, seq_scans
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db]
@@ -105,3 +105,49 @@ def test_an_unfiltered_list_shows_the_planners_estimate(staff: Client) -> None:
         8,
         True,
     )
+
+
+EVENTS_CHANGELIST = "/admin/django_eid/auditevent/"
+EVENTS = AuditEvent._meta.db_table
+
+
+@pytest.mark.parametrize(
+    "params",
+    # The filter by kind by the (kind, at) index.
+    [{}, {"q": "42"}, {"q": "user-3"}, {"o": "1"}, {"p": "2"}, {"kind__exact": "returned"}],
+    ids=lambda p: "&".join(f"{k}={v}" for k, v in p.items()) or "all",
+)
+def test_the_audit_trails_list_reads_no_table_in_full(
+    staff: Client, params: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Newest first by the (at) index, the search by (identification_id) and (user_id, at),
+    the filter by (kind, at)."""
+    now = timezone.now()
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            at=now - datetime.timedelta(minutes=i),
+            kind=["started", "returned"][i % 2],
+            identification_id=i,
+            user_id=str(i % 7),
+        )
+        for i in range(60)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {EVENTS}")
+    monkeypatch.setattr(eid_admin.AuditEventAdmin, "list_per_page", 5)
+    with CaptureQueriesContext(connection) as captured:
+        assert staff.get(EVENTS_CHANGELIST, params).status_code == 200
+    statements = [q["sql"] for q in captured.captured_queries if f'"{EVENTS}"' in q["sql"]]
+    assert statements
+    scanned = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        try:
+            for sql in statements:
+                cursor.execute(f"EXPLAIN {sql}")
+                plan = "\n".join(line for (line,) in cursor.fetchall())
+                if f"Seq Scan on {EVENTS}" in plan:
+                    scanned[sql] = plan
+        finally:
+            cursor.execute("RESET enable_seqscan")
+    assert scanned == {}

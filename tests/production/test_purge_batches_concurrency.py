@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from django_eid import claims, crypto
-from django_eid.models import Identification, PersonClaim
+from django_eid.models import AuditEvent, Identification, PersonClaim
 from tests.db_threads import close_thread_connections
 
 pytestmark = [pytest.mark.production, pytest.mark.django_db(transaction=True)]
@@ -138,6 +138,9 @@ def test_expiry_leaves_a_session_verified_while_its_batch_runs(kari: Any) -> Non
     assert set(Identification.objects.filter(pk__in=others).values_list("status", flat=True)) == {
         Status.EXPIRED
     }
+    # Each expired row has its event, and the verified one none (the batch locked its rows).
+    expired = AuditEvent.objects.filter(kind=AuditEvent.Kind.EXPIRED)
+    assert sorted(expired.values_list("identification_id", flat=True)) == sorted(others)
 
 
 def test_anonymize_leaves_a_row_anonymized_meanwhile_as_it_is(kari: Any) -> None:

@@ -107,7 +107,9 @@ def held_after_success(reader: Reader) -> Iterator[None]:
         execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any
     ) -> Any:
         result = execute(sql, params, many, context)
-        if sql.startswith("UPDATE") and "SUCCESS" in str(params):
+        # The UPDATE, on PostgreSQL one statement with its audit event (WITH changed AS ...).
+        changes = sql.startswith(("UPDATE", "WITH changed AS (UPDATE"))
+        if changes and "SUCCESS" in str(params):
             reader.more_looks()
         return result
 

@@ -166,3 +166,30 @@ def run_processes(
     if len(out) != count:
         raise RuntimeError(f"only {len(out)} of {count} worker processes reported back")
     return out
+
+
+def change_and_hang(database: str, pk: int, in_transaction: bool, ready: Any) -> None:
+    """Abort identification ``pk`` in the test database ``database``; then hang (in a
+    transaction when ``in_transaction``, as a request under ``ATOMIC_REQUESTS`` might),
+    until the test kills this process. Puts the backend's pid on ``ready`` first.
+    """
+    configure_django({"CLIENT_ID": "x", "CLIENT_SECRET": "y"})
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    settings.DATABASES["default"]["NAME"] = database
+    from django_eid.flows import finish
+    from django_eid.models import Identification
+
+    row = Identification.objects.get(pk=pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (backend,) = cursor.fetchone()
+    ready.put(backend)
+    if in_transaction:
+        with transaction.atomic():
+            finish.abort(row)
+            ready.put("changed")
+            time.sleep(3600)  # killed long before
+    finish.abort(row)  # blocks on the test's lock of the events' table
+    ready.put("changed")

@@ -51,9 +51,9 @@ from django.db import connections, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from django_eid import flow
+from django_eid import audit, flow
 from django_eid.exceptions import EidApiError, EidError, EidUnavailable, TokenError
-from django_eid.models import Identification
+from django_eid.models import ENCRYPTED_FIELDS, Identification
 
 logger = logging.getLogger("django_eid")
 
@@ -184,7 +184,8 @@ def handle_row(row: Identification) -> tuple[str, datetime.timedelta | None]:
     Raises :class:`Stop` when the run should stop; any other failure is this row's alone.
     """
     try:
-        outcome = flow.settle(row).outcome
+        with audit.finishing_as(audit.Kind.RECONCILED):
+            outcome = flow.settle(row).outcome
     except EidError as err:
         if stops_the_run(err):
             raise Stop(err) from err
@@ -307,7 +308,7 @@ class Run:
         mine = (
             Identification.objects.filter(pk__in=pks, claim_token=self.token)
             .order_by("created_at", "pk")
-            .defer("social_security_number")
+            .defer(*ENCRYPTED_FIELDS)
         )
         return list(mine), found[-1]
 
