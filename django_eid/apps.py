@@ -13,6 +13,7 @@ class DjangoEidConfig(AppConfig):
     def ready(self) -> None:
         import logging
 
+        from django.apps import apps
         from django.contrib.auth import get_user_model
         from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import pre_delete
@@ -29,11 +30,17 @@ class DjangoEidConfig(AppConfig):
         # An account's deletion cascades to its identifications: their audit events stay,
         # with a "purged" event each, written in the deletion's transaction. Not a receiver
         # of Identification's own deletion: eid_purge would fall back to Django's slow one.
-        pre_delete.connect(
-            record_account_deletion,
-            sender=get_user_model(),
-            dispatch_uid="django_eid.account_deletion",
-        )
+        # Django names the deleted instance's own class as the sender: the user model and
+        # each of its proxies (an admin of "customers"), never every model (that would make
+        # every deletion in the project slow).
+        users = get_user_model()._meta.concrete_model
+        for model in apps.get_models():
+            if model._meta.concrete_model is users:
+                pre_delete.connect(
+                    record_account_deletion,
+                    sender=model,
+                    dispatch_uid=f"django_eid.account_deletion.{model._meta.label_lower}",
+                )
         _import_token_cache_library()
 
 

@@ -67,6 +67,11 @@ COLUMNS: tuple[str, ...] = (
 MAX_DURATION_MS: Final = 2**31 - 1
 
 _NOT_A_CODE = re.compile(r"[^A-Za-z0-9_.:\-]")
+#: A run of digits, with the separators a code keeps between them (``1203.8512-345``).
+_DIGITS = re.compile(r"\d(?:[\d.:\-]*\d)?")
+#: The most digits a run in a code may hold: an error number, a year; not a birth date or
+#: a national identity number (six digits and more), however it was spelt.
+MAX_DIGITS: Final = 5
 
 
 @contextmanager
@@ -86,11 +91,18 @@ def finish_kind() -> str:
 
 @lru_cache(maxsize=1024)
 def code(value: str | None) -> str:
-    """``value`` as an outcome code: scrubbed of anything like a national identity number,
-    printable ASCII without spaces, at most 64 characters. A broker's error code is a code,
-    but it is the broker's: it is not trusted to hold no personal data. (Cached: a purge
-    writes the same few providers and codes thousands of times.)"""
-    return _NOT_A_CODE.sub("", scrub(value or ""))[:64]
+    """``value`` as an outcome code: printable ASCII without spaces, at most 64 characters,
+    no run of more than :data:`MAX_DIGITS` digits. A broker's error code (and an error
+    status a browser brings back) is a code, but not trusted to hold no personal data: the
+    characters are kept first and the digits judged after, so a number spelt with spaces or
+    dots is no way around it. (Cached: a purge writes the same few codes thousands of times.)"""
+    kept = _NOT_A_CODE.sub("", scrub(value or ""))
+    return _DIGITS.sub(_digits_or_mark, kept)[:64]
+
+
+def _digits_or_mark(run: re.Match[str]) -> str:
+    digits = sum(c.isdigit() for c in run.group())
+    return run.group() if digits <= MAX_DIGITS else "#"
 
 
 def values_of(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.contrib.admin import AdminSite
 from django.core.exceptions import PermissionDenied
 from django.db import connections, router
@@ -164,8 +165,9 @@ def percentile(values: Sequence[float], fraction: float) -> float | None:
     return values[low] + (values[high] - values[low]) * (position - low)
 
 
-def _start_of(day: datetime.date, tz: datetime.tzinfo) -> datetime.datetime:
-    return timezone.make_aware(datetime.datetime.combine(day, datetime.time.min), tz)
+def _start_of(day: datetime.date, tz: datetime.tzinfo | None) -> datetime.datetime:
+    midnight = datetime.datetime.combine(day, datetime.time.min)
+    return midnight if tz is None else timezone.make_aware(midnight, tz)
 
 
 def _months_back(month: datetime.date, count: int) -> datetime.date:
@@ -175,9 +177,10 @@ def _months_back(month: datetime.date, count: int) -> datetime.date:
 
 def figures(now: datetime.datetime | None = None, using: str | None = None) -> Figures:
     """The dashboard's numbers at ``now`` (default: now), in the current time zone."""
-    tz = timezone.get_current_timezone()
+    # With USE_TZ off, times are stored naive in the site's time: days are theirs.
+    tz = timezone.get_current_timezone() if settings.USE_TZ else None
     now = now or timezone.now()
-    today = timezone.localdate(now, tz)
+    today = now.date() if tz is None else timezone.localdate(now, tz)
     first_day = today - datetime.timedelta(days=DAYS - 1)
     since = _start_of(first_day, tz)
     alias = using or router.db_for_read(AuditEvent)
@@ -200,8 +203,9 @@ def figures(now: datetime.datetime | None = None, using: str | None = None) -> F
             if status != Status.PENDING:  # failed at once: no finishing event follows
                 outcomes[day][status] += n
         elif kind == Kind.REJECTED:
+            # A success turned down afterwards: REJECTED, or ERROR when a rule could not run.
             outcomes[day][Status.SUCCESS] -= n
-            outcomes[day][Status.REJECTED] += n
+            outcomes[day][status or Status.REJECTED] += n
         elif kind == Kind.BROKER_ERROR:
             errors[day] += n
         else:

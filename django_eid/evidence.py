@@ -22,7 +22,7 @@ import datetime
 import hmac
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from joserfc import jwt
@@ -33,6 +33,10 @@ from django_eid import crypto
 from django_eid.brokers.oidc import ALGORITHMS, _key_for, derived
 from django_eid.brokers.oidc_presets import preset
 from django_eid.exceptions import EvidenceError
+
+#: How far, in seconds, a token's ``iat`` may lie outside its identification's start and
+#: finish (the clocks of the provider and the site, the person's minutes at the broker).
+ISSUED_LEEWAY: Final = 300
 
 
 def verify(identification_id: int) -> str:
@@ -57,6 +61,8 @@ def verify(identification_id: int) -> str:
             "level_of_assurance",
             "evidence",
             "anonymized_at",
+            "created_at",
+            "completed_at",
         )
         .first()
     )
@@ -127,15 +133,38 @@ def verify(identification_id: int) -> str:
     subject_signed = hmac.compare_digest(signed_id.encode(), kept_id.encode())
     if not subject_signed and not reader.userinfo:
         raise mismatch
-    # The nonce was derived from this row's state under SECRET_KEY: when a key the site still
-    # has derives it, the token was issued for this very identification (not another login
-    # of the same person). A SECRET_KEY rotated since (without its fallback) cannot say so.
+    audiences = claims.get("aud")
+    audiences = [audiences] if isinstance(audiences, str) else audiences
+    if not isinstance(audiences, list) or kept_["client_id"] not in audiences:
+        raise EvidenceError(
+            "audience_mismatch",
+            f"The id_token of identification {pk} was not issued to this site's client (the "
+            "client id kept with it).",
+        )
+    issued = claims.get("iat")
+    started, ended = row.created_at, row.completed_at or row.created_at
+    if not isinstance(issued, int | float) or not (
+        started.timestamp() - ISSUED_LEEWAY <= issued <= ended.timestamp() + ISSUED_LEEWAY
+    ):
+        raise EvidenceError(
+            "time_mismatch",
+            f"The id_token of identification {pk} was not issued while the identification "
+            "was under way: it is another login's.",
+        )
+    # The nonce was derived from this row's state under SECRET_KEY: a key the site still has
+    # must derive it, or the token was issued for another login (of the same person, say).
     nonce = claims.get("nonce")
     secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", ())]
-    for_this_row = isinstance(nonce, str) and any(
+    if not isinstance(nonce, str) or not any(
         hmac.compare_digest(nonce.encode(), derived("nonce", row.external_id, secret=s).encode())
         for s in secrets
-    )
+    ):
+        raise EvidenceError(
+            "nonce_mismatch",
+            f"The nonce of the id_token of identification {pk} is not this identification's: "
+            "it was issued for another login, or SECRET_KEY was rotated since without the old "
+            "key in SECRET_KEY_FALLBACKS (put it back there to verify).",
+        )
     return _summary(
         pk,
         row.status,
@@ -146,7 +175,7 @@ def verify(identification_id: int) -> str:
         level=row.level_of_assurance,
         kept_at=kept_["kept_at"],
         subject_signed=subject_signed,
-        for_this_row=for_this_row,
+        thumbprint=key.thumbprint(),
     )
 
 
@@ -156,7 +185,14 @@ def _read(stored: str, pk: int) -> dict[str, Any]:
         value = json.loads(stored)
     except ValueError:
         value = None
-    fields = {"id_token": str, "jwks": dict, "issuer": str, "preset": str, "unique_id": str}
+    fields = {
+        "id_token": str,
+        "jwks": dict,
+        "issuer": str,
+        "client_id": str,
+        "preset": str,
+        "unique_id": str,
+    }
     if not isinstance(value, dict) or not all(
         isinstance(value.get(name), kind) for name, kind in fields.items()
     ):
@@ -218,7 +254,7 @@ def _summary(
     level: str,
     kept_at: str,
     subject_signed: bool,
-    for_this_row: bool,
+    thumbprint: str,
 ) -> str:
     aud = claims.get("aud")
     audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
@@ -248,13 +284,13 @@ def _summary(
             "provider signed its subject (sub); the unique id came from its userinfo answer "
             "to the same login, which it did not sign."
         )
-    if for_this_row:
-        text += " Its nonce shows it was issued for this identification."
-    else:
-        text += (
-            " Its nonce is not this identification's under SECRET_KEY or its fallbacks (the "
-            "key was rotated since, or the token was issued for another login)."
-        )
+    text += (
+        " It was issued to this site's client while the identification was under way, and its "
+        "nonce shows it was issued for this identification."
+        f" The key's thumbprint (RFC 7638) is {thumbprint}: compare it with the keys the "
+        "provider published at the time, since whoever holds the encryption key could have "
+        "replaced both the token and the keys."
+    )
     text += (
         " The token's expiry (exp) is not checked: evidence is verified long after the "
         "token's minutes of validity."

@@ -106,8 +106,8 @@ class EvidenceError(EidError):
     """An identification's kept evidence (``KEEP_EVIDENCE``) does not verify:
     :func:`django_eid.evidence.verify`. ``code`` says what failed (``not_found``,
     ``no_evidence``, ``unreadable``, ``unknown_key``, ``signature_invalid``,
-    ``issuer_mismatch``, ``subject_mismatch``); the message never holds the token or
-    personal data."""
+    ``issuer_mismatch``, ``subject_mismatch``, ``audience_mismatch``, ``time_mismatch``,
+    ``nonce_mismatch``); the message never holds the token or personal data."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -69,9 +69,11 @@ def events(
 
 
 def _value(value: Any) -> Any:
-    """A column's value as exported: a timestamp in ISO 8601, in UTC."""
+    """A column's value as exported: a timestamp in ISO 8601, in UTC (with ``USE_TZ`` off, in
+    the site's time as stored, without an offset)."""
     if isinstance(value, datetime.datetime):
-        return value.astimezone(datetime.UTC).isoformat()
+        # Naive with USE_TZ off: the site's local time, exported as stored.
+        return value.astimezone(datetime.UTC).isoformat() if value.tzinfo else value.isoformat()
     return value
 
 

@@ -69,7 +69,6 @@ def write_events(
     a time by their primary key, so that an account with a million identifications needs no
     more memory than one with ten.
     """
-    at = at or timezone.now()
     chosen = locking(rows.select_related(None).order_by("pk").only(*EVENT_FIELDS))
     written = 0
     last = None
@@ -77,7 +76,9 @@ def write_events(
         chunk = list((chosen if last is None else chosen.filter(pk__gt=last))[:CHUNK])
         if not chunk:
             return written
-        written += audit.write_many(events_of(chunk, kind, at=at, outcome=outcome), using=rows.db)
+        # Each chunk at its own time unless told (ties an export pages through: a chunk's).
+        events = events_of(chunk, kind, at=at or timezone.now(), outcome=outcome)
+        written += audit.write_many(events, using=rows.db)
         last = chunk[-1].pk
 
 

@@ -343,14 +343,35 @@ def record_event(
         _instruments().started.add(1, {**attributes, **_attributes({"eid.status": status})})
     elif finishing:
         otel = _instruments()
+        outcome = _bounded(outcome)
         ended = {**attributes, **_attributes({"eid.status": status, "eid.outcome": outcome})}
         otel.finished.add(1, ended)
         if duration_ms is not None:
             otel.duration.record(max(duration_ms, 0) / 1000, ended)
     elif kind == "rejected":
-        _instruments().rejected.add(1, {**attributes, **_attributes({"eid.outcome": outcome})})
+        rejected = _attributes({"eid.outcome": _bounded(outcome)})
+        _instruments().rejected.add(1, {**attributes, **rejected})
     elif kind == "broker_error":
-        _instruments().broker_errors.add(1, {**attributes, **_attributes({"eid.outcome": outcome})})
+        failed = _attributes({"eid.outcome": _bounded(outcome)})
+        _instruments().broker_errors.add(1, {**attributes, **failed})
+
+
+#: The most distinct outcome codes a process reports; any further one is ``other``. An
+#: outcome may be a broker's error code or an Error URL's status (codes, at most 64
+#: characters: django_eid.audit.code), which the return's URL carries: a metric's series
+#: must not grow with what browsers send.
+MAX_OUTCOMES: Final = 100
+_outcomes_seen: set[str] = set()
+
+
+def _bounded(outcome: str) -> str:
+    if outcome in _outcomes_seen or not outcome:
+        return outcome
+    with _lock:
+        if len(_outcomes_seen) >= MAX_OUTCOMES:
+            return "other"
+        _outcomes_seen.add(outcome)
+    return outcome
 
 
 def refused(code: str) -> None:

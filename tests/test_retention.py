@@ -6,6 +6,11 @@ in the deletion's transaction; the account's earlier events stay.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,3 +104,52 @@ def test_a_deletion_rolled_back_leaves_no_event(alice: Any) -> None:
     assert written == [2]
     assert not AuditEvent.objects.filter(kind=Kind.PURGED).exists()
     assert Identification.objects.filter(user=alice).count() == 2
+
+
+PROXY_CHILD = """
+import json
+from django.conf import settings
+settings.configure(
+    INSTALLED_APPS=[
+        "django.contrib.contenttypes", "django.contrib.auth", "django_eid", "tests.proxy_users",
+    ],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    USE_TZ=True,
+    SECRET_KEY="child-secret-key-not-for-production-0123456789",
+    DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+    DJANGO_EID={"CLIENT_ID": "test-client", "CLIENT_SECRET": "test-secret-s3cr3t-value"},
+)
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)  # a proxy needs no table of its own
+from django_eid.models import AuditEvent, Identification
+from tests.proxy_users.models import Customer
+
+customer = Customer.objects.create(username="kari")
+row = Identification.objects.create(user_id=customer.pk, status="SUCCESS")
+customer.delete()
+print(json.dumps({
+    "rows": Identification.objects.count(),
+    "events": list(AuditEvent.objects.values_list("kind", "identification_id", "outcome")),
+    "row": row.pk,
+}))
+"""
+
+
+def test_an_account_deleted_through_a_proxy_model_leaves_its_events() -> None:
+    """An admin of a proxy of the user model (Django names the proxy as the sender)."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script
+        [sys.executable, "-c", PROXY_CHILD],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["rows"] == 0
+    assert found["events"] == [["purged", found["row"], "account_deleted"]]

@@ -767,6 +767,7 @@ class OidcApi(BrokerApi):
                 issuer=self.issuer,
                 preset=self.preset.name,
                 unique_id=found.unique_id,
+                client_id=self.settings.CLIENT_ID,
             )
         return IdentificationRecord(
             request_id=request_id,
@@ -933,16 +934,18 @@ def evidence_of(
     issuer: str,
     preset: str,
     unique_id: str | None,
+    client_id: str,
 ) -> crypto.SensitiveText:
     """The evidence of an identification: the ``id_token`` as received, the public keys of
-    the provider's JWK set that verified it, the issuer, the preset that read the identity
-    from it (which claim is the person's unique id) and that unique id, as JSON. Masked in
-    ``repr()``: the token holds the person's claims."""
+    the provider's JWK set that verified it, the issuer, the client it was issued to, the
+    preset that read the identity from it (which claim is the person's unique id) and that
+    unique id, as JSON. Masked in ``repr()``: the token holds the person's claims."""
     payload = {
         "version": EVIDENCE_VERSION,
         "id_token": id_token,
         "jwks": keys.as_dict(private=False),
         "issuer": issuer,
+        "client_id": client_id,
         "preset": preset,
         "unique_id": unique_id or "",
         "kept_at": timezone.now().astimezone(datetime.UTC).isoformat(timespec="seconds"),

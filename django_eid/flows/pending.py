@@ -142,14 +142,27 @@ class StartSql:
             cursor.execute(self.lock_sql, [user_model._meta.pk.get_db_prep_value(user_pk, db)])
             cursor.fetchall()
 
-    def insert(self, db: BaseDatabaseWrapper, row: Identification) -> None:
+    def insert(self, db: BaseDatabaseWrapper, row: Identification, *, event: bool = True) -> None:
         """INSERT the new ``row`` (its values prepared by its fields, as ``save()`` would:
-        the defaults, the number's lookup hash) and its ``started`` audit event: one
-        statement on PostgreSQL, one transaction elsewhere. The row's key is set from the
-        database."""
+        the defaults, the number's lookup hash) and, unless ``event`` is False (a row reserved
+        before the broker is asked: :meth:`set_request_id` writes it), its ``started`` audit
+        event: one statement on PostgreSQL, one transaction elsewhere. The row's key is set
+        from the database."""
         if row.social_security_number:  # never at a start; kept in step as save() keeps it
             row.social_security_number_hash = crypto.lookup_hash(row.social_security_number)
         values = [f.get_db_prep_save(f.pre_save(row, add=True), db) for f in self.insert_fields]
+        if not event:
+            with db.cursor() as cursor:
+                cursor.execute(self.insert_sql, values)
+                if self.returning:
+                    (pk,) = cursor.fetchone()
+                else:
+                    table = Identification._meta.db_table
+                    pk = db.ops.last_insert_id(cursor, table, self.pk_column)
+            row.pk = pk
+            row._state.adding = False
+            row._state.db = db.alias
+            return
         recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
         events = audit.EventSql.of(db)
         if self.insert_with_event_sql is not None:
@@ -175,13 +188,26 @@ class StartSql:
         row._state.db = db.alias
 
     def set_request_id(self, db: BaseDatabaseWrapper, row: Identification, value: str) -> None:
+        """The broker's session id on the reserved ``row``, and its ``started`` audit event
+        (the session exists now: what the broker bills), in one statement on PostgreSQL,
+        one transaction elsewhere."""
         ident = Identification._meta
         params = [
             ident.get_field("request_id").get_db_prep_value(value, db),
             ident.pk.get_db_prep_value(row.pk, db),
         ]
-        with db.cursor() as cursor:
-            cursor.execute(self.request_id_sql, params)
+        recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
+        events = audit.EventSql.of(db)
+        if events.joined:
+            with db.cursor() as cursor:
+                cursor.execute(
+                    events.after_change(self.request_id_sql), params + events.params(recorded, db)
+                )
+        else:
+            with audit.atomic_change(db), db.cursor() as cursor:
+                cursor.execute(self.request_id_sql, params)
+                cursor.execute(events.insert_sql, events.params(recorded, db))
+        audit.announce(recorded, using=db.alias)
 
 
 class RowReader:

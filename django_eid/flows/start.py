@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_variables
 
-from django_eid import audit, backends, claims, crypto, outcomes, signals
+from django_eid import audit, backends, claims, crypto, outcomes, signals, telemetry
 from django_eid.brokers import ReturnUrls, broker_api
 from django_eid.client import get_client
 from django_eid.conf import eid_settings
@@ -302,11 +302,11 @@ def _reserve(row: Identification) -> None:
     with transaction.atomic(using=alias):
         sql.lock(db, row.user_id)
         if sql.count_unfinished(db, row.user_id) >= eid_settings.MAX_PENDING_PER_USER:
-            from django_eid import telemetry  # on the (rare) refusal path only
-
             telemetry.refused(outcomes.TOO_MANY_PENDING.code)
             raise Refused(outcomes.TOO_MANY_PENDING)
-        sql.insert(db, row)
+        # Its "started" event comes with the broker's session (set_request_id), or with
+        # the failure (_end): a reservation is no session yet.
+        sql.insert(db, row, event=False)
 
 
 def _store_request_id(row: Identification, request_id: str) -> None:
@@ -334,7 +334,9 @@ def _end(row: Identification, **fields: Any) -> None:
     """A start that failed: the reserved ``row`` leaves ``PENDING`` with ``fields``; a row at
     the door, not written yet, is written so."""
     if not row._state.adding:
-        finish.transition(row, **fields)
+        # A start that never got a session: its one "started" event says it failed (as a
+        # row at the door written failed).
+        finish.transition(row, audit.Kind.STARTED, **fields)
         return
     fields.setdefault("completed_at", timezone.now())
     for name, value in fields.items():

@@ -362,3 +362,36 @@ def test_only_get_and_head(superuser_client: Client, url: str, oslo: None) -> No
     assert superuser_client.post(url).status_code == 405
     with time_machine.travel(NOW, tick=False):
         assert superuser_client.head(url).status_code == 200
+
+
+def test_a_session_is_counted_once_the_broker_made_it(
+    broker: Any, start: Callable[..., Any], alice_client: Client
+) -> None:
+    """Through the flow: a start the broker refused is no billed session; one it answered is,
+    also when it then fails."""
+    broker.will_fail_create(503)
+    alice_client.post("/eid/start/")
+    started = start()
+    alice_client.get(started.abort_url())
+    assert figures().months[-1].sessions == 1
+
+
+def test_without_time_zones_the_days_are_the_sites(settings: SettingsWrapper) -> None:
+    """``USE_TZ = False``: naive times, in the site's time, make the days and the months."""
+    settings.USE_TZ = False
+    now = datetime.datetime(2026, 3, 20, 12, 0)
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(at=now.replace(hour=0, minute=5), kind="started", status="PENDING"),
+            AuditEvent(
+                at=now.replace(hour=0, minute=6),
+                kind="returned",
+                status="SUCCESS",
+                duration_ms=60_000,
+            ),
+        ]
+    )
+    found = figures(now)
+    (day,) = [d for d in found.days if d.day == datetime.date(2026, 3, 20)]
+    assert (day.started, day.outcomes["SUCCESS"]) == (1, 1)
+    assert found.months[-1].sessions == 1

@@ -264,3 +264,15 @@ def test_peak_memory_does_not_grow_with_the_number_of_events() -> None:
     # would add over 4 MB (a batch is 1,000 events).
     for fmt in ("csv", "jsonl"):
         assert peaks[fmt, 8_000] < peaks[fmt, 2_000] * 1.5 + 300_000, peaks
+
+
+def test_without_time_zones_the_times_are_the_sites_as_stored(settings: Any) -> None:
+    """``USE_TZ = False``: the events' times are naive, in the site's time; the options are
+    read and the times written the same way."""
+    settings.USE_TZ = False
+    inside = event(datetime.datetime(2026, 2, 1, 0, 30))
+    event(datetime.datetime(2026, 1, 31, 23, 30))
+    out = run("eid_audit", "--since", "2026-02-01", "--until", "2026-02-02", "--format", "jsonl")
+    (line,) = out.splitlines()
+    assert json.loads(line)["id"] == inside.pk
+    assert json.loads(line)["at"] == "2026-02-01T00:30:00"

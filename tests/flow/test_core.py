@@ -372,14 +372,15 @@ def test_a_start_locks_the_users_row_then_counts_then_reserves(
             return "lock"
         if sql.startswith("SELECT COUNT(*)"):
             return "count"
-        if sql.startswith("WITH new AS (INSERT"):
-            return "INSERT"  # the row and its audit event, one statement (PostgreSQL)
+        if sql.startswith("WITH changed AS (UPDATE"):
+            return "UPDATE"  # the change and its audit event, one statement (PostgreSQL)
         verb = sql.split(" ", 1)[0]
         return verb if verb in {"SELECT", "INSERT", "UPDATE"} else None
 
     lock = ["lock"] if connection.features.has_select_for_update else []
+    # The "started" event with the broker's session id (PostgreSQL: in the UPDATE's statement).
     event = ["INSERT"] if event_statements() else []
-    assert [k for k in map(kind, statements) if k] == [*lock, "count", "INSERT", *event, "UPDATE"]
+    assert [k for k in map(kind, statements) if k] == [*lock, "count", "INSERT", "UPDATE", *event]
     if lock:  # alice's row in the user table, not merely a statement of that shape
         (locking,) = [s for s in statements if kind(s) == "lock"]
         assert f" FROM {users} WHERE " in locking

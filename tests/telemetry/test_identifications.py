@@ -180,3 +180,17 @@ def test_a_start_past_the_door_caps_is_a_refusal(
     assert statuses == [302, 429, 429]
     (point,) = otel.points("eid.refusals")
     assert (point.attributes, point.value) == ({"eid.outcome": "too_many_starts"}, 2)
+
+
+def test_outcomes_a_browser_can_choose_do_not_grow_the_series(
+    otel: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Error URL's status is the browser's to choose: past MAX_OUTCOMES codes, ``other``."""
+    monkeypatch.setattr(telemetry, "_outcomes_seen", set())
+    monkeypatch.setattr(telemetry, "MAX_OUTCOMES", 2)
+    for outcome in ("a1", "a2", "a3", "a4", "a1"):
+        event("returned", status="ERROR", outcome=outcome)
+    seen = {
+        (p.attributes["eid.outcome"], p.value) for p in otel.points("eid.identifications.finished")
+    }
+    assert seen == {("a1", 2), ("a2", 1), ("other", 2)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
@@ -23,7 +24,8 @@ EXPORT_OPTIONS = ("since", "until", "user", "format", "output")
 
 
 def parse_moment(value: str, option: str) -> datetime.datetime:
-    """An ISO 8601 date or date and time; naive, in the site's time zone."""
+    """An ISO 8601 date or date and time; naive, in the site's time zone (as the events are
+    stored with ``USE_TZ`` off)."""
     try:
         moment = datetime.datetime.fromisoformat(value.strip())
     except ValueError as err:
@@ -31,6 +33,9 @@ def parse_moment(value: str, option: str) -> datetime.datetime:
             f"{option}: {value!r} is not a date or a date and time like 2026-01-31 or "
             "2026-01-31T12:00"
         ) from err
+    if not settings.USE_TZ:
+        # Times are stored naive, in the site's time zone: compared as such.
+        return timezone.make_naive(moment) if timezone.is_aware(moment) else moment
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment, timezone.get_default_timezone())
     return moment

@@ -306,8 +306,12 @@ def _release_claims(batch: QuerySet[Identification]) -> None:
 
 
 def _write(rows: list[Identification], kind: str, now: datetime.datetime, using: str) -> None:
+    """The events of a batch's rows. Timed when the batch changes them, not by the run's one
+    clock (``now``, its cut-offs): the events of a run of a million rows are not one instant,
+    which an export pages through by (at, id) a batch of ties at most at a time."""
     outcome = None if kind == Kind.EXPIRED else retention.RETENTION
-    audit.write_many(retention.events_of(rows, kind, at=now, outcome=outcome), using=using)
+    events = retention.events_of(rows, kind, at=timezone.now(), outcome=outcome)
+    audit.write_many(events, using=using)
 
 
 def _expire(

@@ -21,7 +21,7 @@ from cryptography.fernet import Fernet
 from django.db import connection
 from django.test import Client
 from joserfc import jwt
-from joserfc.jwk import OctKey, RSAKey
+from joserfc.jwk import KeySet, OctKey, RSAKey
 
 from django_eid import crypto, evidence
 from django_eid.exceptions import EidError, EvidenceError
@@ -219,25 +219,24 @@ def test_years_later_after_the_provider_rotated_its_keys(
     assert len(op.mock.calls) == calls
 
 
-def test_the_token_of_another_login_of_the_person_is_told_apart(
+def test_the_token_of_another_login_of_the_person_is_refused(
     serve: Callable[..., EidBroker], alice_client: Client
 ) -> None:
     """Another identification's token, of the same person, signed and naming them: its
-    nonce is not this identification's (only a rotated SECRET_KEY says as little)."""
+    nonce is not this identification's."""
     op = serve(KEEP_EVIDENCE=True)
     first, second = identify(alice_client, op), identify(alice_client, op)
     Identification.objects.filter(pk=second.pk).update(evidence=str(first.evidence))
-    summary = evidence.verify(second.pk)
-    assert "The signature is valid" in summary
-    assert "Its nonce is not this identification's" in summary
+    assert "nonce" in str(fails(second, "nonce_mismatch"))
 
 
 @pytest.mark.parametrize("fallback", [True, False])
 def test_a_rotated_secret_key(
     kept: Identification, settings: SettingsWrapper, fallback: bool
 ) -> None:
-    """The nonce is told with SECRET_KEY_FALLBACKS; without, the summary says it cannot be
-    (the encryption keys are ENCRYPTION_KEYS here, so the evidence still reads)."""
+    """The nonce is derived again with SECRET_KEY_FALLBACKS; without the old key it cannot
+    be, and the error says to put it back (the encryption keys are ENCRYPTION_KEYS here, so
+    the evidence still reads)."""
     plain = str(kept.evidence)
     key = Fernet.generate_key().decode()
     settings.DJANGO_EID = {**settings.DJANGO_EID, "ENCRYPTION_KEYS": [key]}
@@ -245,9 +244,28 @@ def test_a_rotated_secret_key(
     old = settings.SECRET_KEY
     settings.SECRET_KEY = "another-secret-key-" + "x" * 40
     settings.SECRET_KEY_FALLBACKS = [old] if fallback else []
+    if fallback:
+        assert "issued for this identification" in evidence.verify(kept.pk)
+    else:
+        assert "SECRET_KEY_FALLBACKS" in str(fails(kept, "nonce_mismatch"))
+
+
+def test_a_token_issued_to_another_client(kept: Identification) -> None:
+    replace_evidence(kept, client_id="another-client")
+    fails(kept, "audience_mismatch")
+
+
+def test_a_token_issued_at_another_time(kept: Identification) -> None:
+    """A token of the same person and client from another day (the nonce aside)."""
+    later = kept.created_at + datetime.timedelta(days=120)
+    Identification.objects.filter(pk=kept.pk).update(created_at=later, completed_at=later)
+    fails(kept, "time_mismatch")
+
+
+def test_the_summary_names_the_key_to_compare(kept: Identification) -> None:
     summary = evidence.verify(kept.pk)
-    assert "The signature is valid" in summary
-    assert ("issued for this identification" in summary) is fallback
+    thumbprint = KeySet.import_key_set(evidence_of(kept)["jwks"]).keys[0].thumbprint()
+    assert f"thumbprint (RFC 7638) is {thumbprint}" in summary
 
 
 # -- refused ---------------------------------------------------------------------------------------
