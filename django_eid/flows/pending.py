@@ -153,39 +153,31 @@ class StartSql:
         values = [f.get_db_prep_save(f.pre_save(row, add=True), db) for f in self.insert_fields]
         if not event:
             with db.cursor() as cursor:
-                cursor.execute(self.insert_sql, values)
-                if self.returning:
-                    (pk,) = cursor.fetchone()
-                else:
-                    table = Identification._meta.db_table
-                    pk = db.ops.last_insert_id(cursor, table, self.pk_column)
-            row.pk = pk
-            row._state.adding = False
-            row._state.db = db.alias
-            return
-        recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
-        events = audit.EventSql.of(db)
-        if self.insert_with_event_sql is not None:
-            with db.cursor() as cursor:
-                cursor.execute(
-                    self.insert_with_event_sql, values + events.params_after_insert(recorded, db)
-                )
-                (pk,) = cursor.fetchone()
+                pk = self._insert_row(db, cursor, values)
         else:
-            with audit.atomic_change(db), db.cursor() as cursor:
-                cursor.execute(self.insert_sql, values)
-                if self.returning:
+            recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
+            events = audit.EventSql.of(db)
+            if self.insert_with_event_sql is not None:
+                with db.cursor() as cursor:
+                    params = values + events.params_after_insert(recorded, db)
+                    cursor.execute(self.insert_with_event_sql, params)
                     (pk,) = cursor.fetchone()
-                else:
-                    table = Identification._meta.db_table
-                    pk = db.ops.last_insert_id(cursor, table, self.pk_column)
-                recorded["identification_id"] = pk
-                cursor.execute(events.insert_sql, events.params(recorded, db))
-        recorded["identification_id"] = pk
-        audit.announce(recorded, using=db.alias)
+            else:
+                with audit.atomic_change(db), db.cursor() as cursor:
+                    recorded["identification_id"] = pk = self._insert_row(db, cursor, values)
+                    cursor.execute(events.insert_sql, events.params(recorded, db))
+            recorded["identification_id"] = pk
+            audit.announce(recorded, using=db.alias)
         row.pk = pk
         row._state.adding = False
         row._state.db = db.alias
+
+    def _insert_row(self, db: BaseDatabaseWrapper, cursor: Any, values: list[Any]) -> Any:
+        """The row's ``INSERT`` alone; its new key."""
+        cursor.execute(self.insert_sql, values)
+        if self.returning:
+            return cursor.fetchone()[0]
+        return db.ops.last_insert_id(cursor, Identification._meta.db_table, self.pk_column)
 
     def set_request_id(self, db: BaseDatabaseWrapper, row: Identification, value: str) -> None:
         """The broker's session id on the reserved ``row``, and its ``started`` audit event
