@@ -292,7 +292,9 @@ def figures(now: datetime.datetime | None = None, using: str | None = None) -> F
         .values_list("month", "n")
         for i in range(MONTHS)
     ]
-    per_month: dict[int, int] = dict(monthly[0].union(*monthly[1:], all=True))
+    # No ordering anywhere: Django 6.1 refuses an ORDER BY of the model's default (at, id)
+    # on a union whose columns are the month and the count.
+    per_month: dict[int, int] = dict(monthly[0].union(*monthly[1:], all=True).order_by())
     price = eid_settings.PRICE_PER_SESSION
     months = []
     for i in range(MONTHS):
