@@ -214,6 +214,29 @@ class EventSql:
         return params
 
 
+def change_with_event(
+    db: BaseDatabaseWrapper, sql: str, params: list[Any], recorded: dict[str, Any]
+) -> int:
+    """Run the change ``sql`` (an ``UPDATE``, or an ``INSERT`` that may do nothing) and, if
+    it changed a row, insert the event ``recorded`` (:func:`values_of`): one statement on
+    PostgreSQL, two in one transaction elsewhere. The rows changed; the event goes to
+    OpenTelemetry after the commit when there is one."""
+    events = EventSql.of(db)
+    if events.joined:
+        with db.cursor() as cursor:
+            cursor.execute(events.after_change(sql), params + events.params(recorded, db))
+            changed = cursor.rowcount
+    else:
+        with atomic_change(db), db.cursor() as cursor:
+            cursor.execute(sql, params)
+            changed = cursor.rowcount
+            if changed:
+                cursor.execute(events.insert_sql, events.params(recorded, db))
+    if changed:
+        announce(recorded, using=db.alias)
+    return int(changed)
+
+
 def atomic_change(db: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
     """The transaction a change and its event share where they are two statements (a
     savepoint inside a caller's transaction, so that a failure there breaks nothing)."""

@@ -90,21 +90,10 @@ def transition(row: Identification, event: str | None = None, **fields: Any) -> 
     values += [Identification._meta.pk.get_db_prep_value(row.pk, db), Status.PENDING.value]
     kind = event or audit.finish_kind()
     recorded = audit.values_of(row, kind, at=fields["completed_at"], changes=fields)
-    events = audit.EventSql.of(db)
-    if events.joined:
-        with db.cursor() as cursor:
-            cursor.execute(events.after_change(sql), values + events.params(recorded, db))
-            changed = cursor.rowcount
-    else:
-        with audit.atomic_change(db), db.cursor() as cursor:
-            cursor.execute(sql, values)
-            changed = cursor.rowcount
-            if changed:
-                cursor.execute(events.insert_sql, events.params(recorded, db))
+    changed = audit.change_with_event(db, sql, values, recorded)
     if changed:
         for name, value in fields.items():
             setattr(row, name, value)
-        audit.announce(recorded, using=db.alias)
     else:
         row.refresh_from_db()
     return bool(changed)

@@ -74,21 +74,8 @@ def link(row: Identification, *, always: bool = False) -> None:
     )
     values = [f.get_db_prep_save(f.pre_save(made, add=True), db) for f in fields]
     recorded = audit.values_of(row, audit.Kind.LINKED)
-    events = audit.EventSql.of(db)
-    if events.joined:
-        with db.cursor() as cursor:
-            cursor.execute(events.after_change(sql), values + events.params(recorded, db))
-            linked = cursor.rowcount == 1
-    else:
-        with audit.atomic_change(db), db.cursor() as cursor:
-            cursor.execute(sql, values)
-            linked = cursor.rowcount == 1
-            if linked:
-                cursor.execute(events.insert_sql, events.params(recorded, db))
     # Linked now: the page needs no question whether another account holds the person.
-    row.linked_now = linked
-    if linked:
-        audit.announce(recorded, using=db.alias)
+    row.linked_now = audit.change_with_event(db, sql, values, recorded) == 1
 
 
 def linked_elsewhere(row: Identification) -> bool:

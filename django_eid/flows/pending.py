@@ -189,17 +189,7 @@ class StartSql:
             ident.pk.get_db_prep_value(row.pk, db),
         ]
         recorded = audit.values_of(row, audit.Kind.STARTED, at=row.created_at)
-        events = audit.EventSql.of(db)
-        if events.joined:
-            with db.cursor() as cursor:
-                cursor.execute(
-                    events.after_change(self.request_id_sql), params + events.params(recorded, db)
-                )
-        else:
-            with audit.atomic_change(db), db.cursor() as cursor:
-                cursor.execute(self.request_id_sql, params)
-                cursor.execute(events.insert_sql, events.params(recorded, db))
-        audit.announce(recorded, using=db.alias)
+        audit.change_with_event(db, self.request_id_sql, params, recorded)
 
 
 class RowReader:
