@@ -160,8 +160,20 @@ esac
 stop_started_services
 
 # The supported Django and Python versions (tox.ini); mandatory in CI, on request elsewhere.
+# The tiers above ran the whole suite on .venv's Python and Django (on CI's Debian 12, Python
+# 3.11 and Django 5.2, the newest Django for 3.11): tox runs the other environments only, side
+# by side with the cores shared out (on 2 cores, each pytest in a single process), so that one's
+# installing overlaps the other's tests.
+# shellcheck disable=SC2317  # called through step
+matrix_step() {  # matrix_step ENV,ENV...
+    local workers=$((cores / $(tr ',' '\n' <<<"$1" | wc -l)))
+    ((workers > 1)) || workers=0  # 0: pytest in the tox process itself, no xdist worker
+    EID_TOX_WORKERS=$workers submake tox TOX_ARGS="run-parallel -e $1 --parallel all --parallel-no-spinner"
+}
 if [[ $matrix == yes ]]; then
-    step "version matrix (tox: $(sed -nE 's/^env_list *= *//p' tox.ini))" "tox-*.json" submake tox
+    tiers_cell=$("$PY" -c 'import sys, django; print("py%d%d-django%d%d" % (*sys.version_info[:2], *django.VERSION[:2]))')
+    matrix_envs=$(sed -nE 's/^env_list *= *//p' tox.ini | tr -d ' ' | tr ',' '\n' | grep -vxF "$tiers_cell" | paste -sd, -)
+    step "version matrix (tox: $matrix_envs; $tiers_cell: the tiers above)" "tox-*.json" matrix_step "$matrix_envs"
 else
     skip "matrix" "version matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
 fi

@@ -168,9 +168,10 @@ collect_ignore = [] if importlib.util.find_spec("playwright") else ["browser"]
 
 @pytest.hookimpl(specname="pytest_configure")
 def pytest_configure_summary(config: pytest.Config) -> None:
-    from tests import run_summary
+    from tests import examples, run_summary
 
     run_summary.register(config)
+    examples.load_profile()
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.own_process
 
 CONFTEST = Path(__file__).with_name("conftest.py").read_text()
 MARKER = "# --- Fixtures shared by the whole suite go below this line."

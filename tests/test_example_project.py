@@ -304,6 +304,7 @@ def probe(tmp_path: Path, **env: str) -> dict[str, Any]:
     return values
 
 
+@pytest.mark.own_process
 def test_without_environment_the_example_runs_on_the_sandbox(tmp_path: Path) -> None:
     values = probe(tmp_path)
     assert values["debug"] is True
@@ -317,6 +318,7 @@ def test_without_environment_the_example_runs_on_the_sandbox(tmp_path: Path) -> 
     assert eid["SUCCESS_URL"] == "account"
 
 
+@pytest.mark.own_process
 def test_the_real_broker_is_only_environment_variables(tmp_path: Path) -> None:
     values = probe(
         tmp_path,
@@ -339,6 +341,7 @@ def test_the_real_broker_is_only_environment_variables(tmp_path: Path) -> None:
     assert eid["GET_SOCIAL_SECURITY_NUMBER"] is False
 
 
+@pytest.mark.own_process
 def test_manage_py_check_passes_without_environment(tmp_path: Path) -> None:
     code = "import sys; sys.argv = ['manage.py', 'check', '--fail-level', 'WARNING'];"
     code += "import runpy; runpy.run_path('manage.py', run_name='__main__')"

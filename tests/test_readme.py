@@ -112,6 +112,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
     return result.stdout
 
 
+@pytest.mark.own_process
 def test_a_new_project_following_the_readme_passes_the_readme_tests(tmp_path: Path) -> None:
     """What a newcomer does, from ``startproject`` to the README's test, with only the
     README's own code and commands: the project template's settings and URLs, the
@@ -180,6 +181,7 @@ def test_a_new_project_following_the_readme_passes_the_readme_tests(tmp_path: Pa
     assert "3 passed" in output
 
 
+@pytest.mark.own_process
 def test_the_readme_site_passes_the_readme_tests(pytester: pytest.Pytester) -> None:
     blocks = python_blocks()
     pytester.mkpydir("yourapp")

@@ -137,6 +137,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.own_process
 def test_an_account_deleted_through_a_proxy_model_leaves_its_events() -> None:
     """An admin of a proxy of the user model (Django names the proxy as the sender)."""
     root = Path(__file__).resolve().parents[1]

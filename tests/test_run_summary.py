@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.own_process
 
 PLUGIN = Path(__file__).with_name("run_summary.py").read_text()
 TESTS = """

@@ -400,6 +400,7 @@ def test_the_fixture_follows_the_settings(settings: SettingsWrapper) -> None:
     assert broker.token_url == "https://auth.broker.test/oauth/connect/token"
 
 
+@pytest.mark.own_process
 def test_the_plugin_imports_without_django() -> None:
     import subprocess
     import sys
@@ -444,6 +445,7 @@ SITE_SETTINGS = """
 """
 
 
+@pytest.mark.own_process
 def test_a_site_gets_the_fixture_from_the_entry_point(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         site_settings=textwrap.dedent(SITE_SETTINGS),

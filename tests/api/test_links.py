@@ -30,6 +30,7 @@ from tests.api.conftest import (
     problem,
     settled_by_its_return,
 )
+from tests.examples import examples
 from tests.fixtures_broker import ScriptedBroker
 from tests.fixtures_views import link, logged_in
 
@@ -216,7 +217,7 @@ def test_a_token_caller_needs_no_csrf_token(app: Api, alice: AbstractBaseUser) -
 
 
 @hsettings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -35,6 +35,7 @@ from django_eid.api import PROVIDER_MAX_LENGTH, openapi_document
 from django_eid.brokers import API_NAMES, api_class, broker_api
 from django_eid.flows.start import NEXT_MAX_LENGTH
 from tests.api.conftest import FRONTEND_HOST, Api, api_start, fields_of
+from tests.examples import examples
 from tests.fixtures_broker import ScriptedBroker
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ NOBODY_S = "A" * 32
 ALLOWED_HOSTS = frozenset({"testserver", FRONTEND_HOST})
 #: The field tests: 150 values each, a request per value (about 5 ms each).
 FIELD_EXAMPLES = hsettings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     derandomize=True,
@@ -315,7 +316,7 @@ def own_reference(api: Api, broker: ScriptedBroker, kept: dict[str, str]) -> str
 
 @SCHEMA.parametrize()
 @hsettings(
-    max_examples=50,
+    max_examples=examples(50),
     deadline=None,
     database=None,
     derandomize=True,

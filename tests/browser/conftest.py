@@ -170,11 +170,13 @@ def _request_threads() -> list[threading.Thread]:
 
 @contextlib.contextmanager
 def browser_page(
-    browser: Browser, base_url: str, *, cookies: Sequence[Any] = ()
+    browser: Browser, base_url: str, *, cookies: Sequence[Any] = (), settle: bool = True
 ) -> Iterator[tuple[Page, list[str]]]:
     """A fresh browser context (its own cookies, ``cookies`` added) at ``base_url``, its
     page, and the errors the page records; the context closed, and the live server let
-    settle, after the block."""
+    settle, after the block. A second page, closed while the test's ``page`` stays open,
+    leaves the settling to that one (``settle=False``): the open page's connections keep
+    their server threads alive, and waiting for them took the whole timeout."""
     context = browser.new_context(base_url=base_url, viewport=VIEWPORT, locale="en-GB")
     context.set_default_timeout(TIMEOUT_MS)
     if cookies:
@@ -185,7 +187,8 @@ def browser_page(
         yield page, problems
     finally:
         context.close()
-        settle_live_server()
+        if settle:
+            settle_live_server()
 
 
 def recorded_problems(page: Page) -> list[str]:

@@ -97,7 +97,7 @@ def other_page(
 ) -> Iterator[Page]:
     """A second browser (its own cookies) on the example site, closed before ``page``; as
     ``page``, its errors fail the test (but those named in ``expected_browser_errors``)."""
-    with browser_page(browser, site_url) as (other, problems):
+    with browser_page(browser, site_url, settle=False) as (other, problems):
         yield other
     unexpected = [p for p in problems if not any(e in p for e in expected_browser_errors)]
     assert not unexpected, unexpected

@@ -151,6 +151,7 @@ def request():
 """
 
 
+@pytest.mark.own_process
 def test_the_backend_works_beside_allauth_s() -> None:
     """django-allauth installed, its backend before django-eid's: each logs in its own way,
     and Django's login() keeps the backend that authenticated."""
@@ -187,6 +188,7 @@ print(json.dumps({
     assert result["allauth_eid"] is None
 
 
+@pytest.mark.own_process
 def test_the_default_adapter_signs_up_a_user_model_without_a_username() -> None:
     """``email_users.Person``: the e-mail address is the username; the form asks for it,
     "auto" cannot make one up (check W028), and logs nobody in half-made."""

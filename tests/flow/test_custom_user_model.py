@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import json
@@ -63,6 +65,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.own_process
 def test_the_pending_limit_with_a_uuid_keyed_user_model() -> None:
     """The start's own SQL passes the user's key as its model field prepares it (SQLite
     stores a UUID as 32 hex digits; the raw ``uuid.UUID`` could not even be bound). The

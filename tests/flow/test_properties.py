@@ -24,11 +24,12 @@ from django_eid.brokers.v1 import parse_created, parse_record
 from django_eid.exceptions import EidProtocolError
 from django_eid.models import Identification
 from django_eid.records import CreatedSession, IdentificationRecord
+from tests.examples import examples
 from tests.fixtures_broker import RECORD_PROPERTIES, SSN, ScriptedBroker, new_request_id, record
 from tests.fixtures_views import Started, snapshot
 
 FAST = settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -208,7 +209,7 @@ def test_any_query_values_are_answered_without_a_5xx(
 
 @pytest.mark.django_db
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from django_eid import state
 from django_eid.testing import EidBroker
+from tests.examples import examples
 from tests.gates.helpers import (
     JSON,
     START,
@@ -113,7 +114,7 @@ def test_accept_headers_get_one_of_the_two_answers(
 
 
 @hsettings(
-    max_examples=50,
+    max_examples=examples(50),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

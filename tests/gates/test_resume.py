@@ -17,6 +17,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from django_eid import state, views
+from tests.examples import examples
 from tests.fixtures_views import logged_in
 from tests.gates.helpers import (
     csrf_client,
@@ -33,7 +34,7 @@ from tests.gates.urls import EVIL_HTML
 pytestmark = pytest.mark.django_db
 
 PROPERTY = hsettings(
-    max_examples=50,
+    max_examples=examples(50),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

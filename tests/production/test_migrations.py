@@ -74,6 +74,7 @@ def migrate_from_scratch_and_back(database_url: str) -> None:
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
 
 
+@pytest.mark.own_process
 def test_migrations_apply_on_a_fresh_sqlite_database(tmp_path: Path) -> None:
     db = tmp_path / "fresh.sqlite3"
     migrate_from_scratch_and_back(f"sqlite:///{db}")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
@@ -61,6 +63,7 @@ print("identified without OpenTelemetry")
 """
 
 
+@pytest.mark.own_process
 def test_an_identification_without_opentelemetry_imports_none_of_it() -> None:
     done = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
         [sys.executable, "-c", CHILD],
