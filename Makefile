@@ -86,6 +86,10 @@ test:
 # their case in a child process on SQLite of its own (own_process: the same in both tiers).
 SQLITE_TIER := -m "not production"
 PRODUCTION_TIER := -m "not packaging and not browser and not own_process"
+# The production tier draws a quarter of the property tests' examples (tests/examples.py):
+# the SQLite tier draws them all. EXAMPLES=all: every one (make test in CI, where the
+# SQLite tier leaves these tests to the production tier and tox).
+EXAMPLES ?= fewer
 
 # The edit-test loop: what needs neither Chromium nor PostgreSQL, nor builds the wheel.
 test-fast: venv
@@ -100,7 +104,7 @@ test-sqlite: venv
 # A production test skipping here means a broken setup, so on the whole suite
 # that is an error (not with PYTEST_ARGS: a narrowed run may hold none).
 test-production: venv
-	.ci/services.sh run env -u EID_REQUIRE_BROWSER EID_TEST_EXAMPLES=fewer \
+	.ci/services.sh run env -u EID_REQUIRE_BROWSER EID_TEST_EXAMPLES=$(EXAMPLES) \
 		$(if $(PYTEST_ARGS),,EID_REQUIRE_PRODUCTION=1) \
 		$(PYTEST) $(PRODUCTION_TIER) $(PYTEST_ARGS)
 

@@ -4,7 +4,8 @@
 #
 #   1. lint              ruff check, ruff format --check, mypy
 #   2. SQLite tier       the suite on SQLite + local-memory cache, the browser tests
-#                        included (make test-sqlite)
+#                        included (make test-sqlite); in CI the browser and packaging
+#                        tests only (the production tier and tox run the others)
 #   3. production tier   the suite on PostgreSQL + Redis (.ci/services.sh), the browser
 #                        and packaging tests aside (make test-production)
 #   4. version matrix    tox: the suite on Django 5.2, 6.0 and 6.1 and Python 3.11,
@@ -138,23 +139,34 @@ stop_started_services() {
 
 step "environment (.venv, test extras)" "" submake venv
 step "lint" "" submake lint
-step "SQLite tier (browser tests included)" "sqlite.json" tier sqlite test-sqlite
+# With the matrix and a mandatory production tier (CI), every test but the browser and
+# packaging tests runs on .venv's Python and Django in the production tier, and on SQLite in
+# each of tox's environments: the SQLite tier runs those two kinds only, and the production
+# tier, now the only run on .venv's versions, draws every example of the property tests.
+if [[ $matrix == yes && $(production_mode) == required ]]; then
+    step "SQLite tier (browser and packaging tests; tox runs the rest on SQLite)" "sqlite.json" \
+        tier sqlite test-sqlite SQLITE_TIER='-m "browser or packaging"'
+    production_examples=all
+else
+    step "SQLite tier (browser tests included)" "sqlite.json" tier sqlite test-sqlite
+    production_examples=fewer
+fi
 
 production="production tier (PostgreSQL + Redis)"
 case $(production_mode) in
     required)
-        step "$production" "production.json" tier production test-production ;;
+        step "$production" "production.json" tier production test-production EXAMPLES=$production_examples ;;
     off)
         skip "production" "production tier skipped: PRODUCTION=no" ;;
     auto)
         if .ci/services.sh status 2>/dev/null; then
-            step "$production" "production.json" tier production test-production
+            step "$production" "production.json" tier production test-production EXAMPLES=$production_examples
         elif ! .ci/services.sh available; then
             skip "production" "production tier skipped: PostgreSQL server and/or redis-server not installed (mandatory in CI; apt-get install postgresql redis-server to run it here)"
         elif ! .ci/services.sh start; then
             skip "production" "production tier skipped: PostgreSQL/Redis are installed but did not start (see the error above; mandatory in CI)"
         else
-            step "$production" "production.json" tier production test-production
+            step "$production" "production.json" tier production test-production EXAMPLES=$production_examples
         fi ;;
 esac
 stop_started_services
