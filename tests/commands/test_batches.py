@@ -318,7 +318,9 @@ def test_peak_memory_does_not_grow_with_the_backlog(kari: Any, anonymize: bool) 
         assert not Identification.objects.filter(anonymized_at__isnull=True).exists()
         Identification.objects.all().delete()
     # 1,200 more rows of about 2 kB: loading them would add some 2.4 MB (a batch is 100).
-    assert peaks[1_500] < peaks[300] * 1.25 + 100_000, peaks
+    # The margin is PostgreSQL's: its driver's caches fill over the first few dozen batches,
+    # then stay (peaks of 373, 534, 644 and 657 kB at 3, 15, 30 and 45 batches).
+    assert peaks[1_500] < peaks[300] * 1.25 + 400_000, peaks
 
 
 # -- eid_reencrypt --------------------------------------------------------------------------------
