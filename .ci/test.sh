@@ -138,6 +138,27 @@ stop_started_services() {
 }
 
 step "environment (.venv, test extras)" "" submake venv
+
+# The matrix: tox's environments but the one .venv already is. The tiers run the whole suite on
+# .venv's Python and Django (on CI's Debian 12, Python 3.11 and Django 5.2, the newest Django for
+# 3.11), so tox runs the others only. Their installing, and a first collection that compiles the
+# tests for their Pythons, run in the background from here on: the browser tests leave a core
+# idle half the time.
+prepare_matrix() {  # prepare_matrix ENV,ENV...
+    local env
+    submake tox TOX_ARGS="run-parallel -e $1 --parallel all --parallel-no-spinner --notest" || return 1
+    for env in ${1//,/ }; do
+        env -u DATABASE_URL -u EID_TEST_REDIS_URL ".tox/$env/bin/python" -m pytest --collect-only -q \
+            -p no:randomly -p no:cacheprovider >/dev/null || return 1
+    done
+}
+if [[ $matrix == yes ]]; then
+    tiers_cell=$("$PY" -c 'import sys, django; print("py%d%d-django%d%d" % (*sys.version_info[:2], *django.VERSION[:2]))')
+    matrix_envs=$(sed -nE 's/^env_list *= *//p' tox.ini | tr -d ' ' | tr ',' '\n' | grep -vxF "$tiers_cell" | paste -sd, -)
+    prepare_matrix "$matrix_envs" >build/test-matrix-setup.log 2>&1 &
+    matrix_prepared=$!
+fi
+
 step "lint" "" submake lint
 # With the matrix and a mandatory production tier (CI), every test but the browser and
 # packaging tests runs on .venv's Python and Django in the production tier, and on SQLite in
@@ -172,19 +193,19 @@ esac
 stop_started_services
 
 # The supported Django and Python versions (tox.ini); mandatory in CI, on request elsewhere.
-# The tiers above ran the whole suite on .venv's Python and Django (on CI's Debian 12, Python
-# 3.11 and Django 5.2, the newest Django for 3.11): tox runs the other environments only, side
-# by side with the cores shared out (on 2 cores, each pytest in a single process), so that one's
-# installing overlaps the other's tests.
+# tox's environments were made beside the SQLite tier (prepare_matrix); they test side by side
+# with the cores shared out (on 2 cores, each pytest in a single process).
 # shellcheck disable=SC2317  # called through step
 matrix_step() {  # matrix_step ENV,ENV...
     local workers=$((cores / $(tr ',' '\n' <<<"$1" | wc -l)))
     ((workers > 1)) || workers=0  # 0: pytest in the tox process itself, no xdist worker
+    if ! wait "$matrix_prepared"; then
+        echo "making tox's environments failed (build/test-matrix-setup.log):"
+        tail -n 40 build/test-matrix-setup.log
+    fi
     EID_TOX_WORKERS=$workers submake tox TOX_ARGS="run-parallel -e $1 --parallel all --parallel-no-spinner"
 }
 if [[ $matrix == yes ]]; then
-    tiers_cell=$("$PY" -c 'import sys, django; print("py%d%d-django%d%d" % (*sys.version_info[:2], *django.VERSION[:2]))')
-    matrix_envs=$(sed -nE 's/^env_list *= *//p' tox.ini | tr -d ' ' | tr ',' '\n' | grep -vxF "$tiers_cell" | paste -sd, -)
     step "version matrix (tox: $matrix_envs; $tiers_cell: the tiers above)" "tox-*.json" matrix_step "$matrix_envs"
 else
     skip "matrix" "version matrix skipped: run it with 'make test MATRIX=yes' or 'make tox'"
