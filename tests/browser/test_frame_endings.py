@@ -8,6 +8,7 @@ the ways away, to show the others carry the user on alone.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from typing import Any
@@ -61,8 +62,12 @@ def test_polling_moves_the_page_on_when_the_broker_cannot(
         route.fulfill(response=response, body=body)
 
     page.route("**/eid-sandbox/login/**", without_the_parent_navigation)
-    page.clock.install()  # the poll comes when the test moves the page's clock
+    page.clock.install()
     log_in()
+    # The frame page's polls wait for the test: its clock stands still from before the page
+    # loads (a busy machine took longer than one poll interval to identify in the frame, and
+    # the poll had moved the page on before the broker's ending page could be seen).
+    page.clock.pause_at(datetime.datetime.now() + datetime.timedelta(minutes=1))
     identify_in_the_frame(page)
     frame = page.frame_locator("iframe.eid-frame")
     expect(frame.get_by_text("Done. Taking you back to the site")).to_be_visible()
