@@ -6,10 +6,11 @@
 #   2. SQLite tier       the suite on SQLite + local-memory cache, the browser tests
 #                        included (make test-sqlite); in CI the browser and packaging
 #                        tests only (the production tier and tox run the others)
-#   3. production tier   the suite on PostgreSQL + Redis (.ci/services.sh), the browser
-#                        and packaging tests aside (make test-production)
+#   3. production tier   the suite on PostgreSQL + Redis (.ci/services.sh), the browser,
+#                        packaging and own_process tests aside (make test-production)
 #   4. version matrix    tox: the suite on Django 5.2, 6.0 and 6.1 and Python 3.11,
-#                        3.12 and 3.13 (tox.ini; CI, or MATRIX=yes)
+#                        3.12 and 3.13 (tox.ini; CI, or MATRIX=yes), but for the
+#                        environment .venv is, which the tiers have just run
 #   5. docs              mkdocs build --strict (when mkdocs.yml exists)
 #
 # The test tiers run in parallel (pytest-xdist, a worker per core) and in random order
@@ -113,7 +114,7 @@ if [[ ${CI:-} == true || ${MATRIX:-no} == yes ]]; then matrix=yes; fi
 cores=$(nproc 2>/dev/null || echo 2)
 echo "make test: lint, the suite on SQLite with the browser tests, the suite on PostgreSQL +"
 echo "Redis, the docs$([[ $matrix == yes ]] && echo ", and the version matrix (tox)")."
-echo "On a 2-core machine it takes about 5 minutes$([[ $matrix == yes ]] && echo ", 9 with the matrix")"
+echo "On a 2-core machine it takes about 5 minutes$([[ $matrix == yes ]] && echo ", 9 to 16 with the matrix")"
 echo "(this one has $cores); 'make test-fast' (about a minute) is the edit-test loop."
 
 # Whether the throwaway services were up before this run: only what the run

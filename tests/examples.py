@@ -2,8 +2,9 @@
 
 The SQLite tier draws each property's own count. The production tier and the version matrix
 run the same properties again, to find what PostgreSQL, Redis or another Django and Python
-change, not new inputs: there ``EID_TEST_EXAMPLES=fewer`` (the Makefile's production tier,
-tox.ini) draws a quarter of each count, and 25 for a property that keeps Hypothesis's default.
+change, not new inputs: there ``EID_TEST_EXAMPLES=fewer`` (tox.ini, and the Makefile's
+production tier but in CI, where the SQLite tier leaves these tests to it) draws a quarter of
+each count, and 25 for a property that keeps Hypothesis's default.
 """
 
 from __future__ import annotations
