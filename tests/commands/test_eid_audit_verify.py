@@ -51,9 +51,10 @@ def test_prints_the_summary_years_later(
     assert "the subject matches the stored identity" in out
     assert "(exp) is not checked" in out
     token = json.loads(str(kept.evidence))["id_token"]
+    # The token's parts whole: a key's thumbprint in the summary may hold "eyJ" by chance.
     for secret in (
         token,
-        "eyJ",
+        *token.split("."),
         SAMPLE.national_identity_number,
         SAMPLE.last_name,
         kept.identity_provider_unique_id,
@@ -72,7 +73,7 @@ def test_a_changed_token_is_the_commands_error(kept: Identification, broker_api:
     Identification.objects.filter(pk=kept.pk).update(evidence=json.dumps(value))
     with pytest.raises(CommandError, match=f"identification {kept.pk} is not valid") as caught:
         run("eid_audit", "--verify", str(kept.pk))
-    assert "eyJ" not in str(caught.value)
+    assert not any(part in str(caught.value) for part in (head, payload, forged, signature))
 
 
 @pytest.mark.apis("oidc-idura", reason=SIGNED_ONLY)
