@@ -121,6 +121,17 @@ RECORD_PROPERTIES: Final = (
 BROKER_PAGE = "https://id.broker.test/NoBankIDWeb/Start?sessionid=Qm9nZXQ&language=NO"
 #: The one access token the broker issues, known in advance so tests can look for leaks.
 ACCESS_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzY29wZSI6WyJpZGVudGlmeSJdfQ.c2lnbmF0dXJlLXNlY3JldA"
+#: Any JWT, whole or cut after its header: ``eyJ`` (base64url of ``{"``) and then a dot. The dot
+#: tells a token from random base64 that holds those three letters by chance (a key's
+#: thumbprint, a Fernet token, a CSRF token), which failed tests that looked for "eyJ" alone.
+JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]*\.")
+
+
+def jwts_in(text: str) -> list[str]:
+    """The JWTs, or their beginnings, in ``text``: a leak check that never matches by chance."""
+    return JWT_SHAPE.findall(text)
+
+
 #: base64("test-client:test-secret-s3cr3t-value"): the Basic credentials.
 BASIC_CREDENTIALS = "dGVzdC1jbGllbnQ6dGVzdC1zZWNyZXQtczNjcjN0LXZhbHVl"
 

@@ -21,7 +21,7 @@ def test_a_run_that_draws_fewer_lowers_hypothesis_s_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(examples.ENV, "fewer")
-    before = hypothesis.settings._current_profile  # type: ignore[attr-defined]
+    before = hypothesis.settings.get_current_profile_name()
     try:
         examples.load_profile()
         assert hypothesis.settings.default.max_examples == examples.DEFAULT_FEWER
